@@ -1,0 +1,13 @@
+// Every FFI handler symbol the module registers (defined next to its op's traits).
+#pragma once
+
+#include "xla/ffi/api/c_api.h"
+
+#define JCM_HANDLERS(X) \
+  X(jcm_getrf)          \
+  X(jcm_getrs)          \
+  X(jcm_timer_stamp)
+
+#define JCM_DECLARE_HANDLER(name) extern "C" XLA_FFI_Error* name(XLA_FFI_CallFrame* call_frame);
+JCM_HANDLERS(JCM_DECLARE_HANDLER)
+#undef JCM_DECLARE_HANDLER
