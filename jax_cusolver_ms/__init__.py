@@ -1,0 +1,17 @@
+"""jax-cusolver-ms: batched dense linear algebra for JAX, with the per-matrix cuSOLVER calls of
+a batch running concurrently on a pool of lanes (stream + handles + host thread each).
+
+Every op is a JAX primitive (jit, vmap, grad work) with the semantics of its jax.numpy.linalg /
+jax.scipy.linalg counterpart; on a machine without a GPU it runs JAX's own implementation.
+"""
+from ._ffi import gpu_available, lane_count, library_versions
+from .settings import STRATEGIES, config
+from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
+from .strategy import explain
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STRATEGIES", "config", "det", "explain", "gpu_available", "inv", "lane_count",
+    "library_versions", "lu", "lu_factor", "lu_solve", "slogdet", "solve",
+]

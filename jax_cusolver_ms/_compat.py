@@ -1,0 +1,39 @@
+"""Everything that differs between the supported JAX releases (0.10.x, 0.11.x) lives here."""
+from __future__ import annotations
+
+import jax
+from jax.extend.core import Primitive  # noqa: F401  (public since 0.4.36)
+from jax.interpreters import mlir  # noqa: F401
+# The rule tables (primitive_jvps, primitive_batchers, ...) and helpers (Zero, not_mapped) are only
+# complete in the private modules; the public re-exports lost names across releases.
+from jax._src.interpreters import ad, batching  # noqa: F401
+
+# vmap marks an operand that is not mapped with None (older releases called it not_mapped).
+NOT_MAPPED = getattr(batching, "not_mapped", None)
+
+try:
+    from jax.core import ShapedArray
+except ImportError:  # pragma: no cover  (dropped from jax.core in later releases)
+    from jax._src.core import ShapedArray  # type: ignore
+
+try:  # the public home of apply_primitive moved over releases
+    from jax._src.dispatch import apply_primitive
+except ImportError:  # pragma: no cover
+    from jax._src.interpreters.xla import apply_primitive  # type: ignore
+
+JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:2])
+
+
+def zeros_like_tangent(primal):
+    """A symbolic zero tangent for an integer/auxiliary output (pivots, permutation)."""
+    from jax._src import ad_util
+    if hasattr(ad_util, "p2tz"):
+        return ad_util.p2tz(primal)
+    return ad.Zero.from_primal_value(primal)  # pragma: no cover
+
+
+def backend_has_gpu() -> bool:
+    try:
+        return any(d.platform == "gpu" for d in jax.devices())
+    except RuntimeError:
+        return False

@@ -1,0 +1,40 @@
+"""Loads the CUDA extension and registers its FFI targets with XLA (once, at import)."""
+from __future__ import annotations
+
+import atexit
+
+import jax
+
+from . import _compat
+
+try:
+    from . import _jcm_ffi as _ext
+    import_error: Exception | None = None
+except ImportError as exc:  # no extension build, or its CUDA libraries are missing
+    _ext = None
+    import_error = exc
+
+if _ext is not None:
+    for _name, _capsule in _ext.registrations().items():
+        jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+    # Join the lane workers while the CUDA runtime is still alive.
+    atexit.register(_ext.shutdown)
+
+
+def extension_loaded() -> bool:
+    return _ext is not None
+
+
+def gpu_available() -> bool:
+    """True when the CUDA extension loaded and JAX has a GPU backend: ops run through lanes."""
+    return _ext is not None and _compat.backend_has_gpu()
+
+
+def library_versions() -> dict:
+    """cuSOLVER / cuBLAS / CUDA runtime / driver versions the extension sees ({} without it)."""
+    return dict(_ext.library_versions()) if _ext is not None else {}
+
+
+def lane_count(device: int = 0) -> int:
+    """Lanes created so far in the pool of `device` (0 before its first call)."""
+    return _ext.lane_count(device) if _ext is not None else 0

@@ -1,0 +1,384 @@
+"""LU family: getrf / getrs primitives and lu, lu_factor, lu_solve, solve, inv, det, slogdet.
+
+Semantics follow jax.lax.linalg.lu, jax.scipy.linalg.lu_factor / lu_solve and
+jax.numpy.linalg.solve / inv / det / slogdet, so imports can be swapped.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.scipy.linalg
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import settings as _config
+from . import strategy as _strategy
+from ._compat import NOT_MAPPED, ad, zeros_like_tangent
+from ._primitive import SolverPrimitive, check_dtype, ffi_solver_call
+
+_HIGHEST = lax.Precision.HIGHEST
+_TRANS = {0: "N", 1: "T", 2: "C"}
+
+
+def _matmul(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
+def _tril(x, k=0):
+    return jnp.tril(x, k)
+
+
+def _triu(x, k=0):
+    return jnp.triu(x, k)
+
+
+def _batch_of(x, core):
+    return int(np.prod(x.shape[:x.ndim - core], dtype=np.int64))
+
+
+# --- getrf ------------------------------------------------------------------------------------
+
+def _getrf_shapes(a, *, strategy, lanes):
+    m, n = a.shape
+    return [((m, n), a.dtype), ((min(m, n),), np.int32), ((m,), np.int32)]
+
+
+def _getrf_jax(a, *, strategy, lanes):
+    return jax.lax.linalg.lu(a)
+
+
+def _getrf_cuda(a, *, strategy, lanes):
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    choice = _strategy.choose("getrf", _batch_of(a, 2), (m, n), a.dtype, strategy, lanes)
+    lu, ipiv, info = ffi_solver_call(
+        "jcm_getrf", [a],
+        [jax.ShapeDtypeStruct(a.shape, a.dtype),
+         jax.ShapeDtypeStruct(batch + (min(m, n),), np.int32),
+         jax.ShapeDtypeStruct(batch, np.int32)],
+        matrix_operands={0}, matrix_results={0}, aliases={0: 0},
+        strategy=choice.code, lanes=choice.lanes)
+    pivots = ipiv - 1  # LAPACK's 1-based pivots -> JAX's 0-based
+    permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, m)
+    # As JAX: only an illegal-argument info (< 0) poisons the result; singular U is returned.
+    lu = jnp.where((info < 0)[..., None, None], jnp.array(np.nan, a.dtype), lu)
+    return lu, pivots, permutation
+
+
+getrf = SolverPrimitive("jcm_getrf", core_ranks=(2,), shape_rule=_getrf_shapes,
+                        jax_impl=_getrf_jax, cuda_impl=_getrf_cuda)
+
+
+def _getrf_jvp(primals, tangents, *, strategy, lanes):
+    # De Hoog, Anderssen & Lukas: with L U = P A,
+    #   L' = L tril(L^-1 P A' U^-1, -1),  U' = triu(L^-1 P A' U^-1) U   (as jax.lax.linalg.lu).
+    (a,), (a_dot,) = primals, tangents
+    lu, pivots, permutation = getrf.bind(a, strategy=strategy, lanes=lanes)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    dtype = a.dtype
+    a_dot = ad.instantiate_zeros(a_dot)
+    x = jnp.take_along_axis(a_dot, permutation[..., :, None], axis=-2)
+    eye_m = jnp.eye(m, dtype=dtype)
+    l = jnp.pad(_tril(lu[..., :, :k], -1), [(0, 0)] * (a.ndim - 1) + [(0, m - k)]) + eye_m
+    u_eye = jnp.pad(jnp.eye(n - k, dtype=dtype), ((k, 0), (k, 0)))
+    u = jnp.pad(_triu(lu[..., :k, :]), [(0, 0)] * (a.ndim - 2) + [(0, n - k), (0, 0)]) + u_eye
+    la = lax.linalg.triangular_solve(l, x, left_side=True, lower=True, unit_diagonal=True)
+    lau = lax.linalg.triangular_solve(u, la, left_side=False, lower=False)
+    lu_dot = _matmul(l, _tril(lau, -1)) + _matmul(_triu(lau), u)
+    return (lu, pivots, permutation), (lu_dot, zeros_like_tangent(pivots),
+                                       zeros_like_tangent(permutation))
+
+
+getrf.defjvp(_getrf_jvp)
+
+
+# --- getrs ------------------------------------------------------------------------------------
+
+def _getrs_shapes(lu, pivots, b, *, trans, strategy, lanes):
+    n = lu.shape[-1]
+    if lu.shape != (n, n) or pivots.shape != (n,) or b.shape[0] != n:
+        raise ValueError(f"getrs: shapes lu {lu.shape}, pivots {pivots.shape}, b {b.shape} "
+                         "do not fit lu (n, n), pivots (n,), b (n, k)")
+    return [(b.shape, b.dtype)]
+
+
+def _getrs_jax(lu, pivots, b, *, trans, strategy, lanes):
+    return [jax.scipy.linalg.lu_solve((lu, pivots), b, trans=trans)]
+
+
+def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
+    n = lu.shape[-1]
+    choice = _strategy.choose("getrs", _batch_of(lu, 2), (n, n), lu.dtype, strategy, lanes)
+    x, _info = ffi_solver_call(
+        "jcm_getrs", [lu, pivots + 1, b],
+        [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(lu.shape[:-2], np.int32)],
+        matrix_operands={0, 2}, matrix_results={0}, aliases={2: 0},
+        trans=trans, strategy=choice.code, lanes=choice.lanes)
+    return [x]
+
+
+def _getrs_batch_rule(args, dims, *, trans, strategy, lanes):
+    """When only b is mapped, the mapped axis becomes more right-hand sides (no copies of lu)."""
+    (lu, pivots, b), (lu_dim, piv_dim, b_dim) = args, dims
+    if lu_dim is not NOT_MAPPED or piv_dim is not NOT_MAPPED:
+        return None
+    b = jnp.moveaxis(b, b_dim, -1)
+    shape = b.shape
+    x, = getrs.bind(lu, pivots, b.reshape(shape[:-2] + (shape[-2] * shape[-1],)),
+                    trans=trans, strategy=strategy, lanes=lanes)
+    return [x.reshape(shape)], [len(shape) - 1]
+
+
+getrs = SolverPrimitive("jcm_getrs", core_ranks=(2, 1, 2), shape_rule=_getrs_shapes,
+                        jax_impl=_getrs_jax, cuda_impl=_getrs_cuda, batch_rule=_getrs_batch_rule)
+
+
+def _unpack_lu(lu):
+    n = lu.shape[-1]
+    return _tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), _triu(lu)
+
+
+def _apply_a_dot(lu, perm, lu_dot, x, trans):
+    """op(A') x for A = P^T L U, where L' = tril(lu', -1) and U' = triu(lu')."""
+    l, u = _unpack_lu(lu)
+    dl, du = _tril(lu_dot, -1), _triu(lu_dot)
+    if trans == 0:
+        v = _matmul(dl, _matmul(u, x)) + _matmul(l, _matmul(du, x))
+        inverse = jnp.argsort(perm, axis=-1)
+        return jnp.take_along_axis(v, inverse[..., :, None], axis=-2)
+    h = (lambda m: jnp.conj(jnp.swapaxes(m, -1, -2))) if trans == 2 else \
+        (lambda m: jnp.swapaxes(m, -1, -2))
+    px = jnp.take_along_axis(x, perm[..., :, None], axis=-2)
+    return _matmul(h(u), _matmul(h(dl), px)) + _matmul(h(du), _matmul(h(l), px))
+
+
+def _getrs_jvp(primals, tangents, *, trans, strategy, lanes):
+    lu, pivots, b = primals
+    lu_dot, _, b_dot = tangents
+    params = dict(trans=trans, strategy=strategy, lanes=lanes)
+    x, = getrs.bind(lu, pivots, b, **params)
+    rhs = None
+    if type(b_dot) is not ad.Zero:
+        rhs = b_dot
+    if type(lu_dot) is not ad.Zero:
+        perm = jax.lax.linalg.lu_pivots_to_permutation(pivots, lu.shape[-1])
+        term = -_apply_a_dot(lu, perm, lu_dot, x, trans)
+        rhs = term if rhs is None else rhs + term
+    if rhs is None:
+        return [x], [zeros_like_tangent(x)]
+    x_dot, = getrs.bind(lu, pivots, rhs, **params)
+    return [x], [x_dot]
+
+
+def _getrs_transpose(cts, lu, pivots, b, *, trans, strategy, lanes):
+    # x = op(A)^-1 b is linear in b; its transpose is b_bar = op(A)^-T x_bar (no conjugation).
+    assert ad.is_undefined_primal(b) and not ad.is_undefined_primal(lu)
+    ct, = cts
+    if type(ct) is ad.Zero:
+        return [None, None, ad.Zero(b.aval)]
+    params = dict(strategy=strategy, lanes=lanes)
+    if trans == 2:
+        b_bar = jnp.conj(getrs.bind(lu, pivots, jnp.conj(ct), trans=0, **params)[0])
+    else:
+        b_bar = getrs.bind(lu, pivots, ct, trans=1 - trans, **params)[0]
+    return [None, None, b_bar]
+
+
+getrs.defjvp(_getrs_jvp)
+getrs.deftranspose(_getrs_transpose)
+
+
+# --- public API -------------------------------------------------------------------------------
+
+def _as_matrix(op, a, square=False, name="a"):
+    a = jnp.asarray(a)
+    check_dtype(op, a.dtype)
+    if a.ndim < 2:
+        raise ValueError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
+                         f"got shape {a.shape}")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{op}: {name} must be square in its last two dims, got shape {a.shape}")
+    return a
+
+
+def _params(strategy, lanes):
+    strategy, lanes = _config.resolve(strategy, lanes)
+    return dict(strategy=strategy, lanes=lanes)
+
+
+def lu(a, *, strategy=None, lanes=None):
+    """LU with partial pivoting, like jax.lax.linalg.lu: (lu, pivots, permutation).
+
+    pivots are 0-based int32 of shape (..., min(m, n)); permutation int32 of shape (..., m).
+    """
+    a = _as_matrix("lu", a)
+    return tuple(getrf.bind(a, **_params(strategy, lanes)))
+
+
+def lu_factor(a, *, strategy=None, lanes=None):
+    """Like jax.scipy.linalg.lu_factor: (lu, piv) with 0-based int32 pivots."""
+    lu_, pivots, _ = lu(a, strategy=strategy, lanes=lanes)
+    return lu_, pivots
+
+
+def _getrs(lu_, pivots, b, trans, params):
+    """Broadcasts batch dims and applies jax.scipy's vector/matrix rule for b."""
+    n = lu_.shape[-1]
+    vector = lu_.ndim == b.ndim + 1
+    if vector:
+        if b.shape[-1] != n:
+            raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape "
+                             f"{lu_.shape} (last axes must match)")
+        b = b[..., None]
+    elif b.ndim < 2 or b.shape[-2] != n:
+        raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape {lu_.shape} "
+                         "(b's second-to-last axis must match)")
+    batch = jnp.broadcast_shapes(lu_.shape[:-2], pivots.shape[:-1], b.shape[:-2])
+    lu_ = jnp.broadcast_to(lu_, batch + lu_.shape[-2:])
+    pivots = jnp.broadcast_to(pivots, batch + pivots.shape[-1:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    x, = getrs.bind(lu_, pivots, b, trans=trans, **params)
+    return x[..., 0] if vector else x
+
+
+def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
+    """Like jax.scipy.linalg.lu_solve: solves op(A) x = b from lu_factor's output.
+
+    trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b.
+    """
+    lu_, pivots = lu_and_piv
+    lu_ = _as_matrix("lu_solve", lu_, square=True, name="lu")
+    pivots = jnp.asarray(pivots)
+    b = jnp.asarray(b)
+    if trans not in _TRANS:
+        raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
+    if not jnp.issubdtype(pivots.dtype, jnp.integer):
+        raise TypeError(f"lu_solve: pivots must be integers, got {pivots.dtype}")
+    if b.dtype != lu_.dtype:
+        raise TypeError(f"lu_solve: b has dtype {b.dtype} but lu has {lu_.dtype}")
+    if pivots.shape[-1:] != lu_.shape[-1:]:
+        raise ValueError(f"lu_solve: pivots of shape {pivots.shape} do not fit lu of shape "
+                         f"{lu_.shape}")
+    return _getrs(lu_, pivots.astype(np.int32), b, trans, _params(strategy, lanes))
+
+
+def _promote(op, *arrays):
+    arrays = [jnp.asarray(x) for x in arrays]
+    for x in arrays:
+        check_dtype(op, x.dtype)
+    dtype = jnp.result_type(*arrays)
+    return [x.astype(dtype) for x in arrays]
+
+
+def _solve_matrix(a, b, params):
+    """a (..., n, n), b (..., n, k) with equal batch dims. Differentiable in a and b, reusing
+    one factorization for the forward solve and the transposed solve of the backward pass."""
+    lu_, pivots, _ = getrf.bind(lax.stop_gradient(a), **params)
+    solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=0, **params)[0]
+    transpose_solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=1, **params)[0]
+    return lax.custom_linear_solve(lambda x: _matmul(a, x), b, solve, transpose_solve)
+
+
+def solve(a, b, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.solve: b of shape (n,) or (..., n, k); batch dims broadcast."""
+    a, b = _promote("solve", a, b)
+    a = _as_matrix("solve", a, square=True)
+    n = a.shape[-1]
+    if b.ndim == 0:
+        raise ValueError("solve: b must have rank >= 1")
+    if (b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1]
+            and a.shape[-1] != b.shape[-2]):
+        raise ValueError(f"solve: invalid shapes {a.shape}, {b.shape}; for a batched vector "
+                         "right-hand side use solve(a, b[..., None])[..., 0]")
+    vector = b.ndim == 1
+    bm = b[:, None] if vector else b
+    if bm.shape[-2] != n:
+        raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
+    batch = jnp.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    bm = jnp.broadcast_to(bm, batch + bm.shape[-2:])
+    x = _solve_matrix(a, bm, _params(strategy, lanes))
+    return x[..., 0] if vector else x
+
+
+def inv(a, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.inv."""
+    a = _as_matrix("inv", a, square=True)
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return solve(a, eye, strategy=strategy, lanes=lanes)
+
+
+def _slogdet_from_lu(lu_, pivots):
+    n = lu_.shape[-1]
+    dtype = lu_.dtype
+    diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
+    is_zero = jnp.any(diag == jnp.array(0, dtype), axis=-1)
+    parity = jnp.count_nonzero(pivots != jnp.arange(n, dtype=pivots.dtype), axis=-1)
+    if jnp.iscomplexobj(lu_):
+        sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
+    else:
+        sign = jnp.array(1, dtype)
+        parity = parity + jnp.count_nonzero(diag < 0, axis=-1)
+    sign = jnp.where(is_zero, jnp.array(0, dtype), sign * (1 - 2 * (parity % 2)).astype(dtype))
+    logdet = jnp.where(is_zero, jnp.array(-jnp.inf, dtype),
+                       jnp.sum(jnp.log(jnp.abs(diag)).astype(dtype), axis=-1))
+    return sign, jnp.real(logdet)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _slogdet(a, strategy, lanes):
+    lu_, pivots, _ = getrf.bind(a, strategy=strategy, lanes=lanes)
+    return _slogdet_from_lu(lu_, pivots)
+
+
+@_slogdet.defjvp
+def _slogdet_jvp(strategy, lanes, primals, tangents):
+    (a,), (g,) = primals, tangents
+    sign, logdet = _slogdet(a, strategy, lanes)
+    params = dict(strategy=strategy, lanes=lanes)
+    ans_dot = jnp.trace(_solve_matrix(a, g, params), axis1=-1, axis2=-2)
+    if jnp.iscomplexobj(a):
+        sign_dot = (ans_dot - jnp.real(ans_dot).astype(ans_dot.dtype)) * sign
+        ans_dot = jnp.real(ans_dot)
+    else:
+        sign_dot = jnp.zeros_like(sign)
+    return (sign, logdet), (sign_dot, ans_dot)
+
+
+def slogdet(a, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.slogdet: (sign, logabsdet); sign 0 and -inf for singular a."""
+    a = _as_matrix("slogdet", a, square=True)
+    p = _params(strategy, lanes)
+    return SlogdetResult(*_slogdet(a, p["strategy"], p["lanes"]))
+
+
+class SlogdetResult(NamedTuple):
+    """As jnp.linalg.slogdet's result."""
+    sign: jax.Array
+    logabsdet: jax.Array
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _det(a, strategy, lanes):
+    sign, logdet = _slogdet(a, strategy, lanes)
+    return sign * jnp.exp(logdet).astype(sign.dtype)
+
+
+@_det.defjvp
+def _det_jvp(strategy, lanes, primals, tangents):
+    # d det(A) = det(A) tr(A^-1 A'); undefined for singular A (JAX uses cofactors there).
+    (a,), (g,) = primals, tangents
+    y = _det(a, strategy, lanes)
+    z = _solve_matrix(a, g, dict(strategy=strategy, lanes=lanes))
+    return y, y * jnp.trace(z, axis1=-1, axis2=-2)
+
+
+def det(a, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.det."""
+    a = _as_matrix("det", a, square=True)
+    p = _params(strategy, lanes)
+    return _det(a, p["strategy"], p["lanes"])

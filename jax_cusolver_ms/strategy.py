@@ -1,0 +1,98 @@
+"""How `auto` picks a strategy and lane count for a call shape, and `explain()` to say why.
+
+The choice is made when the op is lowered (the batch is then complete, vmap included) and is a
+static attribute of the FFI call: it never measures anything during a user's jitted call, and it
+is the same for equal shapes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from . import settings as _config
+
+STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2}
+
+# Largest n at which the native batched API still beats lanes, per op, for batch >= 2.
+# Seeded from ../shared/ANCHORS.md (H100, float32): cublasSgetrfBatched 64x512 9.15 ms vs 23.3 ms
+# on 8 lanes, 64x1024 71.5 ms vs 42.4 ms; re-measured with benchmarks/bench.py on the H100.
+BATCHED_MAX_N = {
+    "getrf": 512,
+    "getrs": 512,
+}
+# Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
+SQUARE_ONLY_BATCHED = {"getrf"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    op: str
+    batch: int
+    shape: tuple
+    dtype: str
+    strategy: str
+    lanes: int
+    reason: str
+    source: str  # "user" (keyword / config), "table" (shipped table) or "heuristic"
+
+    @property
+    def code(self) -> int:
+        return STRATEGY_CODES[self.strategy]
+
+    def __str__(self):
+        return (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
+                f"{self.strategy} on {self.lanes} lane(s) [{self.source}] - {self.reason}")
+
+
+def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
+           lanes: int | None = None) -> Choice:
+    """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols)."""
+    strategy, lanes = _config.resolve(strategy, lanes)
+    dtype = np.dtype(dtype).name
+    shape = tuple(int(d) for d in shape)
+    rows, cols = shape
+    n = max(rows, cols)
+    batched_ok = not (op in SQUARE_ONLY_BATCHED and rows != cols)
+    cap = max(1, batch)
+    make = lambda s, l, why, src: Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src)
+
+    if strategy != "auto":
+        if strategy == "sequential":
+            return make("sequential", 1, "requested: every item on XLA's stream", "user")
+        if strategy == "batched" and not batched_ok:
+            return make("looped", lanes or _config.DEFAULT_LANES,
+                        "requested batched, but the batched API needs square matrices: lanes",
+                        "user")
+        if strategy == "batched":
+            return make("batched", lanes or 1,
+                        "requested: the native batched API" +
+                        (f", the batch split over {lanes} lanes" if lanes and lanes > 1 else ""),
+                        "user")
+        return make("looped", lanes or _config.DEFAULT_LANES,
+                    "requested: one call per item on concurrent lanes", "user")
+
+    if batch <= 1:
+        return make("sequential", 1,
+                    "a single matrix goes straight to one call on XLA's stream", "table")
+    limit = BATCHED_MAX_N.get(op, 0)
+    if batched_ok and n <= limit:
+        return make("batched", lanes or 1,
+                    f"n={n} <= {limit}: the native batched API beats per-matrix calls here",
+                    "table")
+    want = lanes or _config.DEFAULT_LANES
+    why = (f"n={n} > {limit}: per-matrix calls on {min(want, batch)} concurrent lanes"
+           if batched_ok else "no batched API for this shape: per-matrix calls on lanes")
+    return make("looped", want, why, "table")
+
+
+def explain(op: str, shape, dtype, strategy: str | None = None, lanes: int | None = None) -> Choice:
+    """What `auto` (or the given strategy) does for `op` on an operand of `shape` and `dtype`.
+
+    `shape` is the full operand shape, leading batch dims included, e.g. (64, 512, 512).
+    """
+    shape = tuple(shape)
+    if len(shape) < 2:
+        raise ValueError(f"explain: shape must have rank >= 2, got {shape}")
+    return choose(op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes)

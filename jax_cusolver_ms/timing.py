@@ -1,0 +1,63 @@
+"""Device-side timing for benchmarks: CUDA events recorded on XLA's stream around a call.
+
+`device_time_ms(fn, *args)` jits `stamp(fn(stamp(args)))`, where `stamp` is an identity custom
+call that records an event; data dependencies order the stamps around the work, and the elapsed
+time between the two events is what the GPU spent on `fn`. Without a GPU it falls back to the
+wall clock around a blocking call.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from . import _ffi
+
+_slots = itertools.count(1)
+
+
+def _stamp(tree, slot):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    outs = jax.ffi.ffi_call(
+        "jcm_timer_stamp", [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves],
+        input_output_aliases={i: i for i in range(len(leaves))},
+        has_side_effect=True)(*leaves, slot=np.int64(slot))
+    return jax.tree_util.tree_unflatten(treedef, outs)
+
+
+def device_time_ms(fn, *args, repeats: int = 10, warmup: int = 2) -> list[float]:
+    """Milliseconds per call of `fn(*args)`, one entry per repeat (after `warmup` calls)."""
+    if not _ffi.gpu_available():
+        jitted = jax.jit(fn)
+        for _ in range(warmup):
+            jax.block_until_ready(jitted(*args))
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(jitted(*args))
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+    start, end = next(_slots), next(_slots)
+
+    @jax.jit
+    def timed(*a):
+        return _stamp(fn(*_stamp(a, start)), end)
+
+    for _ in range(warmup):
+        jax.block_until_ready(timed(*args))
+    times = []
+    for _ in range(repeats):
+        jax.block_until_ready(timed(*args))
+        ms = _ffi._ext.timer_elapsed_ms(start, end)
+        if ms is None:
+            raise RuntimeError("device_time_ms: timer events were not recorded")
+        times.append(float(ms))
+    return times
+
+
+def median_ms(fn, *args, repeats: int = 10, warmup: int = 2) -> float:
+    return statistics.median(device_time_ms(fn, *args, repeats=repeats, warmup=warmup))
