@@ -6,6 +6,7 @@ jax.numpy.linalg.solve / inv / det / slogdet, so imports can be swapped.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -112,7 +113,10 @@ def _getrs_jax(lu, pivots, b, *, trans, strategy, lanes):
 
 def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
     n = lu.shape[-1]
-    choice = _strategy.choose("getrs", _batch_of(lu, 2), (n, n), lu.dtype, strategy, lanes)
+    choice = _strategy.choose("getrs", _batch_of(lu, 2), (n, n), lu.dtype, strategy, lanes,
+                              nrhs=b.shape[-1])
+    if not choice.uses_ffi:
+        return _getrs_jax(lu, pivots, b, trans=trans, strategy=strategy, lanes=lanes)
     x, _info = ffi_solver_call(
         "jcm_getrs", [lu, pivots + 1, b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(lu.shape[:-2], np.int32)],
@@ -226,13 +230,17 @@ def lu_factor(a, *, strategy=None, lanes=None):
 
 
 def _getrs(lu_, pivots, b, trans, params):
-    """Broadcasts batch dims and applies jax.scipy's vector/matrix rule for b."""
+    """Broadcasts batch dims and applies jax.scipy.linalg.lu_solve's rule for b: a vector if
+    b.ndim == 1 (or, deprecated there too, a batch of vectors whose last axis matches)."""
     n = lu_.shape[-1]
-    vector = lu_.ndim == b.ndim + 1
+    vector = b.ndim == 1 or (lu_.ndim == b.ndim + 1 and b.shape[-1] == n)
+    if vector and b.ndim > 1:
+        warnings.warn("lu_solve: batched 1D solves with b.ndim > 1 are deprecated (as in "
+                      "jax.scipy.linalg.lu_solve); use lu_solve(lu_and_piv, b[..., None])[..., 0]",
+                      FutureWarning, stacklevel=3)
     if vector:
         if b.shape[-1] != n:
-            raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape "
-                             f"{lu_.shape} (last axes must match)")
+            raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape {lu_.shape}")
         b = b[..., None]
     elif b.ndim < 2 or b.shape[-2] != n:
         raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape {lu_.shape} "
@@ -251,15 +259,13 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b.
     """
     lu_, pivots = lu_and_piv
+    lu_, b = _promote("lu_solve", lu_, b)
     lu_ = _as_matrix("lu_solve", lu_, square=True, name="lu")
     pivots = jnp.asarray(pivots)
-    b = jnp.asarray(b)
     if trans not in _TRANS:
         raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
     if not jnp.issubdtype(pivots.dtype, jnp.integer):
         raise TypeError(f"lu_solve: pivots must be integers, got {pivots.dtype}")
-    if b.dtype != lu_.dtype:
-        raise TypeError(f"lu_solve: b has dtype {b.dtype} but lu has {lu_.dtype}")
     if pivots.shape[-1:] != lu_.shape[-1:]:
         raise ValueError(f"lu_solve: pivots of shape {pivots.shape} do not fit lu of shape "
                          f"{lu_.shape}")
@@ -308,6 +314,9 @@ def solve(a, b, *, strategy=None, lanes=None):
 def inv(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.inv."""
     a = _as_matrix("inv", a, square=True)
+    if (_config.resolve(strategy, lanes)[0] == "auto"
+            and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
+        return jnp.linalg.inv(a)  # measured: JAX's own is fastest here (strategy.py)
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)
 

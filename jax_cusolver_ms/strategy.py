@@ -14,6 +14,9 @@ import numpy as np
 from . import settings as _config
 
 STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2}
+# `auto` may also answer "xla": JAX's own lowering is the fastest for that call (e.g. getrs with
+# many right-hand sides, where XLA's batched cuBLAS triangular solves beat cuSOLVER getrs).
+XLA = "xla"
 
 # Largest n at which the native batched API still beats lanes, per op, for batch >= 2.
 # Seeded from ../shared/ANCHORS.md (H100, float32): cublasSgetrfBatched 64x512 9.15 ms vs 23.3 ms
@@ -41,14 +44,27 @@ class Choice:
     def code(self) -> int:
         return STRATEGY_CODES[self.strategy]
 
+    @property
+    def uses_ffi(self) -> bool:
+        return self.strategy != XLA
+
     def __str__(self):
         return (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
                 f"{self.strategy} on {self.lanes} lane(s) [{self.source}] - {self.reason}")
 
 
+# getrs: from this many right-hand sides on, two batched trsm (what JAX emits) beat getrs.
+# H100 float32: inv 64x128 (128 rhs) getrsBatched 2.0 ms vs JAX 0.50 ms; 64x512 29.7 vs 12.6.
+GETRS_TRSM_MIN_NRHS = 8
+# inv up to this n under `auto` is JAX's own end to end: H100 float32 64x128 JAX 0.49 ms vs
+# 0.60 ms for our getrf + XLA's triangular solves (64x256 and up: equal or faster here).
+INV_XLA_MAX_N = 128
+
+
 def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
-           lanes: int | None = None) -> Choice:
-    """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols)."""
+           lanes: int | None = None, nrhs: int = 0) -> Choice:
+    """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
+    `nrhs` is the number of right-hand sides for the solve ops."""
     strategy, lanes = _config.resolve(strategy, lanes)
     dtype = np.dtype(dtype).name
     shape = tuple(int(d) for d in shape)
@@ -73,6 +89,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("looped", lanes or _config.DEFAULT_LANES,
                     "requested: one call per item on concurrent lanes", "user")
 
+    if op == "getrs" and nrhs >= GETRS_TRSM_MIN_NRHS:
+        return make(XLA, 1, f"{nrhs} right-hand sides >= {GETRS_TRSM_MIN_NRHS}: XLA's batched "
+                    "triangular solves (cuBLAS trsm) beat getrs here", "table")
     if batch <= 1:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "table")
@@ -87,12 +106,14 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     return make("looped", want, why, "table")
 
 
-def explain(op: str, shape, dtype, strategy: str | None = None, lanes: int | None = None) -> Choice:
+def explain(op: str, shape, dtype, strategy: str | None = None, lanes: int | None = None,
+            nrhs: int = 1) -> Choice:
     """What `auto` (or the given strategy) does for `op` on an operand of `shape` and `dtype`.
 
-    `shape` is the full operand shape, leading batch dims included, e.g. (64, 512, 512).
+    `shape` is the full operand shape, leading batch dims included, e.g. (64, 512, 512);
+    `nrhs` the number of right-hand sides for "getrs".
     """
     shape = tuple(shape)
     if len(shape) < 2:
         raise ValueError(f"explain: shape must have rank >= 2, got {shape}")
-    return choose(op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes)
+    return choose(op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes, nrhs)

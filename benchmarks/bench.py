@@ -1,0 +1,711 @@
+"""Benchmark runner: jax_cusolver_ms against JAX's own linalg (and PyTorch when importable).
+
+Run from the repository root:
+
+    python -m benchmarks.bench                     # the full grid (GPU)
+    python -m benchmarks.bench --quick             # a small subset, under a minute
+    python -m benchmarks.bench --ops solve --dtypes float32 --shapes 64x512,16x2048
+
+The grid is declarative: ``OPS`` lists one ``Op`` per operation (our function, JAX's reference,
+the PyTorch function, how to build inputs, how to measure the error of an answer). Every cell
+(op x dtype x shape) times JAX's reference, jax_cusolver_ms under each requested strategy and
+PyTorch, checks every jax_cusolver_ms answer against the same error measure applied to JAX's
+answer, and records everything in JSON; a Markdown table is printed last and written beside it.
+
+Without a GPU the runner falls back to a tiny grid (a smoke check of the runner itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+# JAX would otherwise take 75% of the GPU's memory at start-up, leaving too little to PyTorch and
+# to anything jax_cusolver_ms allocates outside XLA. Must be set before jax is imported.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # float64 cells, and float64 error checks
+
+
+
+def _import_package():
+    """Import jax_cusolver_ms, an installed copy in preference to the source folder.
+
+    `python -m benchmarks.bench` puts the repository root first on sys.path, and the source
+    folder jax_cusolver_ms/ there has no compiled extension (pip builds it into site-packages).
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+    try:
+        return importlib.import_module("jax_cusolver_ms")
+    except ModuleNotFoundError as exc:
+        if exc.name != "jax_cusolver_ms":
+            raise
+    finally:
+        sys.path[:] = saved
+    return importlib.import_module("jax_cusolver_ms")  # not installed: the source folder
+
+
+try:  # The package may be missing or broken: the runner still times JAX (and PyTorch).
+    jcm = _import_package()
+    JCM_IMPORT_ERROR = None
+except Exception as exc:  # noqa: BLE001
+    jcm = None
+    JCM_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+try:
+    from jax_cusolver_ms.timing import device_time_ms
+
+    TIMER = "jax_cusolver_ms.timing.device_time_ms"
+except Exception:  # noqa: BLE001
+
+    def device_time_ms(fn, *args, repeats=10, warmup=2):
+        """Stand-in when the package is missing: wall clock around each blocked call."""
+        jitted = jax.jit(fn)
+        for _ in range(warmup):
+            jax.block_until_ready(jitted(*args))
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(jitted(*args))
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+
+    TIMER = "wall clock (jax_cusolver_ms.timing not importable)"
+
+
+STRATEGIES = ("auto", "looped", "sequential", "batched")
+DTYPES = ("float32", "float64")
+# Shapes B x n of ANCHORS.md, plus a single matrix and a large batch of small ones.
+SHAPES = ((64, 128), (64, 256), (64, 512), (64, 1024), (16, 2048), (4, 4096), (1, 512), (256, 64))
+QUICK_SHAPES = ((64, 128), (64, 512))
+QUICK_DTYPES = ("float32",)
+QUICK_REPEATS = 5
+SMOKE_SHAPES = ((4, 8), (2, 32), (1, 16))  # no GPU: check the runner, not the speed
+SMOKE_REPEATS = 3
+
+# An answer is flagged wrong when its error is not finite or exceeds
+# max(floor for its dtype, ERROR_RATIO x the error of JAX's answer to the same inputs).
+ERROR_FLOOR = {"float32": 1e-3, "float64": 1e-8}
+ERROR_RATIO = 20.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs. Each builder takes (key, batch, n, dtype) and returns (args, truth): the arguments of
+# the call, and whatever the error measure needs beyond them (or None). Fresh random data for
+# every cell; never zeros.
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _general(key, batch, n, dtype):
+    return (jax.random.normal(key, (batch, n, n), dtype),), None
+
+
+def _with_solution(key, batch, n, dtype):
+    """A x = b with x known: b = A x computed in float64, one right-hand side as a column."""
+    ka, kx = jax.random.split(key)
+    a = jax.random.normal(ka, (batch, n, n), dtype)
+    x = jax.random.normal(kx, (batch, n, 1), dtype)
+    b = jnp.matmul(a.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    return (a, b.astype(dtype)), x
+
+
+def _unit_det(key, batch, n, dtype):
+    """Random matrices scaled so that |det| = 1 (det of a plain random matrix over- or
+    underflows beyond n of a few hundred); the float64 determinant is the truth."""
+    (a,), _ = _general(key, batch, n, dtype)
+    _, logabsdet = jnp.linalg.slogdet(a.astype(jnp.float64))
+    a = a * jnp.exp(-logabsdet / n).astype(dtype)[:, None, None]
+    sign, logabsdet = jnp.linalg.slogdet(a.astype(jnp.float64))
+    return (a,), sign * jnp.exp(logabsdet)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: (args, truth, output) -> the worst matrix's error, in float64 with full-precision
+# products. Each is compared with the same measure of JAX's answer, so conditioning cancels out.
+
+
+def _mm(x, y):
+    return jnp.matmul(x, y, precision=_HIGHEST)
+
+
+def _fro(x):
+    return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1)))
+
+
+def _f64(*xs):
+    return [x.astype(jnp.float64) for x in xs]
+
+
+@jax.jit
+def _lu_error(args, truth, out):
+    """||P A - L U|| / ||A||."""
+    (a,) = _f64(*args)
+    lu, piv = out
+    (lu,) = _f64(lu)
+    n = a.shape[-1]
+    perm = jax.lax.linalg.lu_pivots_to_permutation(piv.astype(jnp.int32), n)
+    pa = jnp.take_along_axis(a, perm[..., :, None], axis=-2)
+    lower = jnp.tril(lu, -1) + jnp.eye(n, dtype=lu.dtype)
+    upper = jnp.triu(lu)
+    return jnp.max(_fro(pa - _mm(lower, upper)) / _fro(a))
+
+
+@jax.jit
+def _solution_error(args, truth, x):
+    """||x - x_true|| / ||x_true||."""
+    x, x_true = _f64(x, truth)
+    return jnp.max(_fro(x - x_true) / _fro(x_true))
+
+
+@jax.jit
+def _inverse_error(args, truth, x):
+    """||A X - I|| / ||I||."""
+    a, x = _f64(args[0], x)
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    return jnp.max(_fro(_mm(a, x) - eye) / _fro(eye))
+
+
+@jax.jit
+def _det_error(args, truth, d):
+    """|det - det_true| / |det_true|."""
+    d, d_true = _f64(d, truth)
+    return jnp.max(jnp.abs(d - d_true) / jnp.abs(d_true))
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid: one entry per operation. To add an op, add an entry (and, if its inputs or its error
+# are new, a builder and an error function above).
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    name: str  # also the jax_cusolver_ms function's name, unless `ours` is given
+    reference: Callable[..., Any]  # JAX's function on the same inputs
+    torch: str | None  # dotted attribute of the torch module, called on the same inputs
+    build: Callable[..., tuple]  # (key, batch, n, dtype) -> (args, truth)
+    error: Callable[[tuple, Any, Any], Any]  # (args, truth, output) -> scalar error
+    ours: str | None = None  # jax_cusolver_ms attribute, when it differs from `name`
+    routine: str | None = None  # the name jcm.explain() knows the op's main routine by
+
+    def our_fn(self, strategy: str, lanes: int | None) -> Callable[..., Any]:
+        fn = getattr(jcm, self.ours or self.name)
+        kwargs = {"strategy": strategy}
+        if lanes is not None:
+            kwargs["lanes"] = lanes
+        return functools.partial(fn, **kwargs)
+
+
+OPS = {
+    op.name: op
+    for op in [
+        Op("lu_factor", jax.scipy.linalg.lu_factor, "linalg.lu_factor", _general, _lu_error,
+           routine="getrf"),
+        Op("solve", jnp.linalg.solve, "linalg.solve", _with_solution, _solution_error,
+           routine="getrf"),
+        Op("inv", jnp.linalg.inv, "linalg.inv", _general, _inverse_error, routine="getrf"),
+        Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf"),
+    ]
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing.
+
+
+def _summary(times: Sequence[float]) -> dict:
+    return {
+        "times_ms": [float(t) for t in times],
+        "median_ms": float(np.median(times)),
+        "min_ms": float(np.min(times)),
+    }
+
+
+def _counts(args, probe_ms: float) -> tuple[int, int]:
+    """Repeats and warm-ups for one measurement, fitted into --budget-s from one probe call."""
+    fit = int(args.budget_s * 1e3 / max(probe_ms, 1e-3))
+    repeats = max(args.min_repeats, min(args.repeats, fit))
+    warmup = args.warmup if repeats == args.repeats else 1
+    return repeats, warmup
+
+
+def _wall_ms(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return (time.perf_counter() - start) * 1e3
+
+
+def measure_jax(fn, inputs, args) -> tuple[dict, Any]:
+    """Compile and run once (the output is checked), probe once, then time on the device."""
+    jitted = jax.jit(fn)
+    out = jax.block_until_ready(jitted(*inputs))
+    probe_ms = _wall_ms(lambda: jitted(*inputs))
+    repeats, warmup = _counts(args, probe_ms)
+    times = device_time_ms(fn, *inputs, repeats=repeats, warmup=warmup)
+    return {**_summary(times), "warmup": warmup, "probe_ms": probe_ms}, out
+
+
+def measure_torch(torch, fn, inputs, args) -> dict:
+    """CUDA events on torch's current stream around each call, after warm-up."""
+    fn(*inputs)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn(*inputs)
+    torch.cuda.synchronize()
+    repeats, warmup = _counts(args, (time.perf_counter() - start) * 1e3)
+    for _ in range(warmup):
+        fn(*inputs)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn(*inputs)
+        end.record()
+        end.synchronize()
+        times.append(begin.elapsed_time(end))
+    return {**_summary(times), "warmup": warmup}
+
+
+def _to_torch(torch, x):
+    try:
+        return torch.from_dlpack(x).clone()
+    except Exception:  # noqa: BLE001
+        return torch.from_numpy(np.asarray(x)).to("cuda")
+
+
+def _resolve(module, dotted: str):
+    obj = module
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+# ---------------------------------------------------------------------------------------------
+# One cell.
+
+
+def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> dict:
+    cell: dict[str, Any] = {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "impls": {}}
+    key = jax.random.key(seed)
+    shapes = jax.eval_shape(lambda: op.build(key, batch, n, dtype)[0])
+    cell["input_bytes"] = int(sum(s.size * s.dtype.itemsize for s in shapes))
+    if cell["input_bytes"] > args.max_input_gb * 1e9:
+        cell["status"] = "skipped"
+        cell["note"] = f"inputs {cell['input_bytes'] / 1e9:.3g} GB > {args.max_input_gb:g} GB"
+        return cell
+    try:
+        inputs, truth = jax.block_until_ready(op.build(key, batch, n, dtype))
+    except Exception as exc:  # noqa: BLE001
+        cell["status"] = "error"
+        cell["note"] = "building inputs: " + _short(exc)
+        return cell
+    impls = cell["impls"]
+    floor = ERROR_FLOOR[dtype]
+
+    # JAX's reference: its time, and its error, which sets the bar for ours.
+    jax_error = math.nan
+    try:
+        impls["jax"], out = measure_jax(op.reference, inputs, args)
+        jax_error = float(op.error(inputs, truth, out))
+        impls["jax"]["error"] = jax_error
+        del out
+    except Exception as exc:  # noqa: BLE001
+        impls["jax"] = {"failed": _short(exc)}
+    bar = max(floor, ERROR_RATIO * jax_error) if math.isfinite(jax_error) else floor
+    cell["error_bar"] = bar
+
+    if jcm is None:
+        cell["note"] = "jax_cusolver_ms not importable: " + JCM_IMPORT_ERROR
+    else:
+        if hasattr(jcm, "explain"):
+            try:
+                plan = jcm.explain(op.routine or op.ours or op.name, inputs[0].shape,
+                                   np.dtype(dtype), strategy="auto", lanes=args.lanes)
+                cell["explain"] = {k: _jsonable(getattr(plan, k, None))
+                                   for k in ("strategy", "lanes", "reason", "source")}
+                cell["explain"]["text"] = str(plan)
+            except Exception as exc:  # noqa: BLE001
+                cell["explain"] = {"failed": _short(exc)}
+        for spec in args.strategies:
+            # "batched:8" = the batched strategy with the batch split over 8 lanes.
+            strategy, _, lanes = spec.partition(":")
+            name = f"jcm:{spec}"
+            try:
+                impls[name], out = measure_jax(
+                    op.our_fn(strategy, int(lanes) if lanes else args.lanes), inputs, args)
+                error = float(op.error(inputs, truth, out))
+                del out
+                impls[name]["error"] = error
+                impls[name]["ok"] = bool(math.isfinite(error) and error <= bar)
+            except Exception as exc:  # noqa: BLE001
+                impls[name] = {"failed": _short(exc)}
+
+    if torch is not None and op.torch:
+        try:
+            fn = _resolve(torch, op.torch)
+            torch_inputs = [_to_torch(torch, x) for x in inputs]
+            impls["torch"] = measure_torch(torch, fn, torch_inputs, args)
+        except Exception as exc:  # noqa: BLE001
+            impls["torch"] = {"failed": _short(exc)}
+        finally:
+            torch_inputs = None
+            torch.cuda.empty_cache()
+
+    cell["status"] = "ok" if all("failed" not in r for r in impls.values()) else "error"
+    return cell
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment and output.
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment(torch) -> dict:
+    env: dict[str, Any] = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "jax_backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "device_count": jax.device_count(),
+        "timer": TIMER,
+        "xla_client_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+    }
+    try:
+        line = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip().splitlines()[0]
+        env["gpu"], env["driver"] = (s.strip() for s in line.split(",", 1))
+    except Exception:  # noqa: BLE001
+        env["gpu"] = env["device_kind"] if env["jax_backend"] == "gpu" else "cpu"
+        env["driver"] = None
+    versions = {"numpy": np.__version__, "jax": jax.__version__}
+    try:
+        import jaxlib
+
+        versions["jaxlib"] = getattr(jaxlib, "__version__", None) or _version("jaxlib")
+    except ImportError:
+        versions["jaxlib"] = None
+    for dist in ("jax-cuda13-plugin", "jax-cuda12-plugin", "nvidia-cusolver",
+                 "nvidia-cusolver-cu12", "nvidia-cublas", "nvidia-cublas-cu12", "scipy",
+                 "jax-cusolver-ms"):
+        if (v := _version(dist)) is not None:
+            versions[dist] = v
+    if torch is not None:
+        versions["torch"] = torch.__version__
+        versions["torch_cuda"] = torch.version.cuda
+    if jcm is not None:
+        versions["jax_cusolver_ms"] = getattr(jcm, "__version__", None)
+        env["jcm_file"] = getattr(jcm, "__file__", None)
+        if hasattr(jcm, "library_versions"):
+            try:
+                versions["jax_cusolver_ms_libraries"] = {
+                    str(k): _jsonable(v) for k, v in dict(jcm.library_versions()).items()}
+            except Exception as exc:  # noqa: BLE001
+                versions["jax_cusolver_ms_libraries"] = {"failed": _short(exc)}
+        if hasattr(jcm, "gpu_available"):
+            try:
+                env["jcm_gpu_available"] = bool(jcm.gpu_available())
+            except Exception as exc:  # noqa: BLE001
+                env["jcm_gpu_available"] = _short(exc)
+    else:
+        env["jcm_import_error"] = JCM_IMPORT_ERROR
+    env["versions"] = versions
+    return env
+
+
+def _ms(result: dict | None, with_min: bool = False) -> str:
+    if not result:
+        return "-"
+    if "failed" in result:
+        return "error"
+    text = f"{result['median_ms']:.3g}"
+    if with_min:
+        text += f" ({result['min_ms']:.3g})"
+    if result.get("ok") is False:
+        text += " (wrong)"
+    return text
+
+
+def markdown(cells: list[dict], env: dict, strategies: Sequence[str]) -> str:
+    title = (f"{env['gpu']}, jax {env['versions']['jax']}: ms for the whole batch, median (min) "
+             f"(timer: {env['timer']})")
+    head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax", "auto picks", "best jcm",
+            "torch", "check"]
+    rows = []
+    for c in cells:
+        shape = f"{c['batch']}x{c['n']}"
+        if c.get("status") == "skipped":
+            rows.append([c["op"], c["dtype"], shape, "skipped: " + c["note"]] + [""] * 6)
+            continue
+        impls = c["impls"]
+        jax_r, auto = impls.get("jax"), impls.get("jcm:auto")
+        speedup = "-"
+        if jax_r and auto and "median_ms" in jax_r and "median_ms" in auto:
+            speedup = f"{jax_r['median_ms'] / auto['median_ms']:.2f}x"
+        timed = [(r["median_ms"], name.split(":", 1)[1]) for name, r in impls.items()
+                 if name.startswith("jcm:") and r.get("ok")]
+        best = f"{min(timed)[1]} {min(timed)[0]:.3g}" if timed else "-"
+        picks = "-"
+        if isinstance(c.get("explain"), dict) and c["explain"].get("strategy") is not None:
+            picks = str(c["explain"]["strategy"])
+            if c["explain"].get("lanes"):
+                picks += f"/{c['explain']['lanes']}"
+        wrong = [n.split(":", 1)[1] for n, r in impls.items() if r.get("ok") is False]
+        failed = [n.replace("jcm:", "") for n, r in impls.items() if "failed" in r]
+        check = []
+        if wrong:
+            check.append("WRONG " + ",".join(wrong))
+        if failed:
+            every = [n.replace("jcm:", "") for n in impls if n.startswith("jcm:")]
+            if len(every) > 1 and all(n in failed for n in every):
+                failed = ["all jcm"] + [n for n in failed if n not in every]
+            check.append("ERR " + ",".join(failed))
+        if not check:
+            if any(n.startswith("jcm:") for n in impls):
+                errs = [r["error"] for n, r in impls.items() if n.startswith("jcm:")]
+                check.append(f"ok ({max(errs):.0e})")
+            else:
+                check.append("no jcm")
+        rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), speedup,
+                     picks, best, _ms(impls.get("torch"), True), "; ".join(check)])
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines.append("")
+    floors = ", ".join(f"{d} {v:g}" for d, v in ERROR_FLOOR.items())
+    lines.append(f"Strategies timed: {', '.join(strategies)}. 'best jcm': the fastest whose "
+                 f"answer passed the check, error <= max({ERROR_RATIO:g} x JAX's error, "
+                 f"{floors}); '(wrong)' marks a failed check; 'auto picks': jcm.explain(); failures are "
+                 f"listed in the .md file and the output.")
+    return "\n".join(lines) + "\n"
+
+
+def failures(cells: list[dict]) -> list[str]:
+    """One line per failure; the same error message in several places is listed once."""
+    wrong, errors = [], {}
+    for c in cells:
+        where = f"{c['op']} {c['dtype']} {c['batch']}x{c['n']}"
+        if c.get("status") == "error" and "note" in c and not c["impls"]:
+            errors.setdefault(c["note"].splitlines()[0][:300], []).append(where)
+        for name, r in c["impls"].items():
+            if "failed" in r:
+                message = (r["failed"].splitlines() or [""])[0][:300]
+                errors.setdefault(message, []).append(f"{where} {name}")
+            elif r.get("ok") is False:
+                wrong.append(f"WRONG {where} {name}: error {r['error']:.3g} > "
+                             f"{c['error_bar']:.3g}")
+    notes = wrong
+    for message, places in errors.items():
+        more = f" (and {len(places) - 1} more)" if len(places) > 1 else ""
+        notes.append(f"ERROR {places[0]}{more}: {message}")
+    return notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+
+def _list(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _shapes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in _list(text):
+        m = re.fullmatch(r"(\d+)\s*[xX]\s*(\d+)", item)
+        if not m:
+            raise argparse.ArgumentTypeError(f"shape {item!r} is not BxN (e.g. 64x512)")
+        out.append((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench",
+        description="Time jax_cusolver_ms against JAX (and PyTorch) over a grid of "
+                    "op x dtype x BxN, check every answer, write JSON + Markdown.")
+    p.add_argument("--ops", type=_list, default=None,
+                   help=f"comma-separated, from {','.join(OPS)} (default: all)")
+    p.add_argument("--dtypes", type=_list, default=None,
+                   help=f"comma-separated, from {','.join(DTYPES)} (default: both)")
+    p.add_argument("--shapes", type=_shapes, default=None,
+                   help="comma-separated BxN, e.g. '64x128,16x2048' (default: "
+                        + ",".join(f"{b}x{n}" for b, n in SHAPES) + ")")
+    p.add_argument("--strategies", type=_list, default=list(STRATEGIES),
+                   help="comma-separated jax_cusolver_ms strategies, each optionally "
+                        "STRATEGY:LANES, e.g. 'auto,looped:16,batched:4' (default: "
+                        + ",".join(STRATEGIES) + ")")
+    p.add_argument("--lanes", type=int, default=None,
+                   help="pass lanes=N to jax_cusolver_ms (default: its own choice)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed calls per measurement (default 10; --quick 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
+    p.add_argument("--budget-s", type=float, default=4.0,
+                   help="seconds one measurement may take: slow calls get fewer repeats, "
+                        "never fewer than --min-repeats (default 4)")
+    p.add_argument("--min-repeats", type=int, default=3)
+    p.add_argument("--quick", action="store_true",
+                   help="float32, " + ",".join(f"{b}x{n}" for b, n in QUICK_SHAPES)
+                        + f", {QUICK_REPEATS} repeats: under a minute")
+    p.add_argument("--cpu-smoke", action="store_true",
+                   help="tiny shapes (" + ",".join(f"{b}x{n}" for b, n in SMOKE_SHAPES)
+                        + "); the default when JAX has no GPU and --shapes is not given")
+    p.add_argument("--no-torch", action="store_true", help="do not time PyTorch")
+    p.add_argument("--max-input-gb", type=float, default=8.0,
+                   help="skip cells whose inputs exceed this (default 8)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=os.path.join("benchmarks", "results"),
+                   help="folder for <tag>_<gpu>.json and .md (default benchmarks/results)")
+    p.add_argument("--tag", default=None, help="file-name prefix (default: a timestamp)")
+    args = p.parse_args(argv)
+
+    for name in args.ops or []:
+        if name not in OPS:
+            p.error(f"unknown op {name!r}; known: {', '.join(OPS)}")
+    for name in args.dtypes or []:
+        if name not in DTYPES:
+            p.error(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}")
+    for name in args.strategies:
+        if name.partition(":")[0] not in STRATEGIES:
+            p.error(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    if args.tag is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", args.tag):
+        p.error("--tag may hold letters, digits, '.', '_' and '-' only")
+
+    smoke = args.cpu_smoke or (args.shapes is None and jax.default_backend() != "gpu")
+    args.smoke = smoke
+    args.ops = args.ops or list(OPS)
+    args.dtypes = args.dtypes or list(QUICK_DTYPES if args.quick else DTYPES)
+    if args.shapes is None:
+        args.shapes = list(SMOKE_SHAPES if smoke else QUICK_SHAPES if args.quick else SHAPES)
+    if args.repeats is None:
+        args.repeats = SMOKE_REPEATS if smoke else QUICK_REPEATS if args.quick else 10
+    args.min_repeats = min(args.min_repeats, args.repeats)
+    return args
+
+
+def _import_torch(args):
+    if args.no_torch:
+        return None, "--no-torch"
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001
+        return None, f"not importable ({type(exc).__name__}: {exc})"
+    if not torch.cuda.is_available():
+        return None, "torch sees no CUDA device"
+    if jax.default_backend() != "gpu":
+        return None, "JAX has no GPU"
+    return torch, None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch, torch_note = _import_torch(args)
+    env = environment(torch)
+    if torch_note:
+        env["torch_skipped"] = torch_note
+    print(f"# device: {env['gpu']} (driver {env['driver']}), jax backend {env['jax_backend']}, "
+          f"timer: {TIMER}", flush=True)
+    print(f"# versions: {json.dumps(env['versions'])}", flush=True)
+    if args.smoke:
+        print("# no GPU (or --cpu-smoke): tiny grid, a check of the runner, not of speed",
+              flush=True)
+    if jcm is None:
+        print(f"# jax_cusolver_ms not importable: {JCM_IMPORT_ERROR}", flush=True)
+    else:
+        print(f"# jax_cusolver_ms from {env['jcm_file']}, gpu_available: "
+              f"{env.get('jcm_gpu_available')}", flush=True)
+        if env["jax_backend"] == "gpu" and env.get("jcm_gpu_available") is not True:
+            print("# WARNING: JAX has a GPU but jax_cusolver_ms's CUDA extension is not loaded: "
+                  "its columns time JAX's fallback, not the lanes", flush=True)
+    if torch_note:
+        print(f"# torch skipped: {torch_note}", flush=True)
+
+    cells = []
+    grid = [(OPS[o], d, b, n) for o in args.ops for d in args.dtypes for b, n in args.shapes]
+    started = time.perf_counter()
+    for index, (op, dtype, batch, n) in enumerate(grid):
+        t0 = time.perf_counter()
+        try:
+            cell = run_cell(op, dtype, batch, n, args, torch, seed=args.seed + index)
+        except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
+            cell = {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "impls": {},
+                    "status": "error", "note": "runner: " + _short(exc),
+                    "traceback": traceback.format_exc()}
+        cell["seconds"] = round(time.perf_counter() - t0, 2)
+        cells.append(cell)
+        times = " ".join(f"{k}={_ms(v)}" for k, v in cell["impls"].items())
+        print(f"[{index + 1}/{len(grid)}] {op.name} {dtype} {batch}x{n}: {cell['status']} "
+              f"{times} {cell.get('note', '')} ({cell['seconds']} s)", flush=True)
+
+    table = markdown(cells, env, args.strategies)
+    notes = failures(cells)
+    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
+    stem = f"{args.tag or datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}_{gpu_slug}"
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, stem + ".json")
+    md_path = os.path.join(args.out, stem + ".md")
+    run_args = {k: v for k, v in vars(args).items()}
+    run_args["shapes"] = [f"{b}x{n}" for b, n in args.shapes]
+    with open(json_path, "w") as f:
+        json.dump({"environment": env, "args": run_args, "cells": cells,
+                   "seconds": round(time.perf_counter() - started, 1)}, f, indent=1)
+    with open(md_path, "w") as f:
+        f.write(table)
+        if notes:
+            f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
+
+    print(f"\n# wrote {json_path} and {md_path} "
+          f"({time.perf_counter() - started:.0f} s)")
+    if notes:
+        print("# failures:")
+        for n in notes:
+            print("#   " + n)
+    print()
+    print(table, flush=True)
+    return 1 if notes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

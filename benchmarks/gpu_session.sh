@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One GPU session, from the repository root: build and install, check the extension loads on the
+# GPU, run the test suite (GPU tests included), run the benchmarks; logs and results under $OUT.
+#
+#   bash benchmarks/gpu_session.sh                    # full benchmark grid
+#   bash benchmarks/gpu_session.sh --quick            # arguments go to benchmarks/bench.py
+#   SKIP_BUILD=1 SKIP_TESTS=1 bash benchmarks/gpu_session.sh --ops solve
+#
+# SKIP_BUILD=1 reuses the installed build (a warm machine); SKIP_TESTS=1 skips pytest; CMAKE_ARGS
+# overrides the CUDA architectures (default: the GPU's own).
+# No network is needed: the build uses what is installed (--no-build-isolation --no-deps).
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT="${OUT:-./out}"
+mkdir -p "$OUT"
+step() { printf '\n=== %s\n' "$*"; }
+
+step "device and versions"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
+python3 - <<'EOF'
+import importlib.metadata as md, sys
+names = ["jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "torch", "numpy",
+         "nvidia-cusolver", "nvidia-cublas", "nanobind", "scikit-build-core", "pytest"]
+found = []
+for name in names:
+    try:
+        found.append(f"{name} {md.version(name)}")
+    except md.PackageNotFoundError:
+        pass
+print("python", sys.version.split()[0], "|", ", ".join(found))
+EOF
+nvcc --version | tail -1; cmake --version | head -1
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  # Only this GPU's architecture: a fraction of the default multi-architecture compile time.
+  export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=native}"
+  step "build and install, CMAKE_ARGS=$CMAKE_ARGS (full log: $OUT/build.log)"
+  python3 -m pip install --no-build-isolation --no-deps -v . 2>&1 | tee "$OUT/build.log" | tail -30 \
+    || { echo "BUILD FAILED"; exit 1; }
+fi
+
+# From another folder, so the installed package is imported, not the source folder here (which
+# has no compiled extension). Without the extension the GPU tests would be skipped, not failed.
+step "installed package"
+(cd "${TMPDIR:-/tmp}" && python3 - <<'EOF'
+import jax, jax_cusolver_ms as jcm
+print("jax_cusolver_ms from", jcm.__file__)
+print("jax devices:", jax.devices())
+print("library versions:", jcm.library_versions() if hasattr(jcm, "library_versions") else "n/a")
+ok = jcm.gpu_available()
+print("gpu_available:", ok)
+raise SystemExit(0 if ok else "the CUDA extension did not load, or JAX sees no GPU")
+EOF
+) || { echo "EXTENSION CHECK FAILED"; exit 1; }
+
+tests_rc=0
+if [[ -z "${SKIP_TESTS:-}" ]]; then
+  step "tests (log: $OUT/pytest.log)"
+  # -P: leave the current folder off sys.path, so the tests import the installed package.
+  python3 -P -m pytest tests -q -x -rs 2>&1 | tee "$OUT/pytest.log"
+  tests_rc=$?
+fi
+
+step "benchmarks: ${*:-full grid} (log: $OUT/bench.log)"
+# bench.py imports the installed jax_cusolver_ms in preference to the source folder. Its table is
+# left out here and printed once at the end.
+python3 -m benchmarks.bench --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | sed '/^### /,$d'
+bench_rc=$?
+
+step "summary"
+[[ -z "${SKIP_TESTS:-}" ]] && echo "pytest: $(tail -1 "$OUT/pytest.log") (exit $tests_rc)"
+echo "bench exit $bench_rc; files in $OUT:"; ls "$OUT"
+md=$(ls -t "$OUT"/*.md 2>/dev/null | head -1)
+[[ -n "$md" ]] && { echo; cat "$md"; }
+exit $(( tests_rc != 0 ? tests_rc : bench_rc ))
