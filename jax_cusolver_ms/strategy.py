@@ -25,6 +25,9 @@ BATCHED_MAX_N = {
     "getrf": 512,
     "getrs": 512,
 }
+# Public op names -> the routine whose strategy they follow.
+ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "getrf",
+              "lu_solve": "getrs", "solve": "getrs", "inv": "getrs"}
 # Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
 SQUARE_ONLY_BATCHED = {"getrf"}
 
@@ -66,6 +69,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
     `nrhs` is the number of right-hand sides for the solve ops."""
     strategy, lanes = _config.resolve(strategy, lanes)
+    op = ROUTINE_OF.get(op, op)
+    if op not in BATCHED_MAX_N:
+        raise ValueError(f"unknown op {op!r}; known: {sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF))}")
     dtype = np.dtype(dtype).name
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
