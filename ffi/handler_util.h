@@ -13,6 +13,13 @@
 #include "driver.h"
 #include "status.h"
 
+// Every solver handler binds XLA's stream, the scratch allocator and the device ordinal first.
+#define JCM_SOLVER_CTX                               \
+  xla::ffi::Ffi::Bind()                              \
+      .Ctx<xla::ffi::PlatformStream<cudaStream_t>>() \
+      .Ctx<xla::ffi::ScratchAllocator>()             \
+      .Ctx<xla::ffi::DeviceOrdinal>()
+
 namespace jcm {
 
 inline ffi::ErrorOr<Strategy> parse_strategy(int32_t strategy, int32_t lanes, const char* op) {

@@ -6,6 +6,11 @@
 #define JCM_HANDLERS(X) \
   X(jcm_getrf)          \
   X(jcm_getrs)          \
+  X(jcm_potrf)          \
+  X(jcm_potrs)          \
+  X(jcm_geqrf)          \
+  X(jcm_orgqr)          \
+  X(jcm_ormqr)          \
   X(jcm_timer_stamp)
 
 #define JCM_DECLARE_HANDLER(name) extern "C" XLA_FFI_Error* name(XLA_FFI_CallFrame* call_frame);

@@ -200,10 +200,7 @@ ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
 
 // Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrf, jcm::getrf_handler,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
+                              JCM_SOLVER_CTX
                                   .Arg<xla::ffi::AnyBuffer>()                // a
                                   .Ret<xla::ffi::AnyBuffer>()                // lu
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots
@@ -212,10 +209,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrf, jcm::getrf_handler,
                                   .Attr<int32_t>("lanes"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs, jcm::getrs_handler,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
+                              JCM_SOLVER_CTX
                                   .Arg<xla::ffi::AnyBuffer>()                // lu
                                   .Arg<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots
                                   .Arg<xla::ffi::AnyBuffer>()                // b

@@ -13,22 +13,37 @@ namespace jcm {
 template <typename T>
 struct solver_api;
 
-// One block per element type; adding a routine adds one line to the macro.
-#define JCM_SOLVER_API(T, L)                                          \
-  template <>                                                         \
-  struct solver_api<T> {                                              \
-    static constexpr char kLetter = #L[0];                            \
-    static constexpr auto getrf_buffer_size = cusolverDn##L##getrf_bufferSize; \
-    static constexpr auto getrf = cusolverDn##L##getrf;               \
-    static constexpr auto getrs = cusolverDn##L##getrs;               \
-    static constexpr auto getrf_batched = cublas##L##getrfBatched;    \
-    static constexpr auto getrs_batched = cublas##L##getrsBatched;    \
+// One block per element type; adding a routine adds one line to the macro. ORG/ORM name the
+// orthogonal (real) or unitary (complex) Householder routines: orgqr/ungqr, ormqr/unmqr.
+#define JCM_SOLVER_API(T, L, ORG, ORM)                                              \
+  template <>                                                                       \
+  struct solver_api<T> {                                                            \
+    static constexpr char kLetter = #L[0];                                          \
+    static constexpr const char* kOrgqr = #ORG;                                     \
+    static constexpr const char* kOrmqr = #ORM;                                     \
+    static constexpr auto getrf_buffer_size = cusolverDn##L##getrf_bufferSize;      \
+    static constexpr auto getrf = cusolverDn##L##getrf;                             \
+    static constexpr auto getrs = cusolverDn##L##getrs;                             \
+    static constexpr auto getrf_batched = cublas##L##getrfBatched;                  \
+    static constexpr auto getrs_batched = cublas##L##getrsBatched;                  \
+    static constexpr auto potrf_buffer_size = cusolverDn##L##potrf_bufferSize;      \
+    static constexpr auto potrf = cusolverDn##L##potrf;                             \
+    static constexpr auto potrs = cusolverDn##L##potrs;                             \
+    static constexpr auto potrf_batched = cusolverDn##L##potrfBatched;              \
+    static constexpr auto potrs_batched = cusolverDn##L##potrsBatched;              \
+    static constexpr auto geqrf_buffer_size = cusolverDn##L##geqrf_bufferSize;      \
+    static constexpr auto geqrf = cusolverDn##L##geqrf;                             \
+    static constexpr auto geqrf_batched = cublas##L##geqrfBatched;                  \
+    static constexpr auto orgqr_buffer_size = cusolverDn##L##ORG##_bufferSize;      \
+    static constexpr auto orgqr = cusolverDn##L##ORG;                               \
+    static constexpr auto ormqr_buffer_size = cusolverDn##L##ORM##_bufferSize;      \
+    static constexpr auto ormqr = cusolverDn##L##ORM;                               \
   };
 
-JCM_SOLVER_API(float, S)
-JCM_SOLVER_API(double, D)
-JCM_SOLVER_API(cuComplex, C)
-JCM_SOLVER_API(cuDoubleComplex, Z)
+JCM_SOLVER_API(float, S, orgqr, ormqr)
+JCM_SOLVER_API(double, D, orgqr, ormqr)
+JCM_SOLVER_API(cuComplex, C, ungqr, unmqr)
+JCM_SOLVER_API(cuDoubleComplex, Z, ungqr, unmqr)
 #undef JCM_SOLVER_API
 
 // routine_name<float>("cusolverDn", "getrf") == "cusolverDnSgetrf".

@@ -24,12 +24,26 @@ XLA = "xla"
 BATCHED_MAX_N = {
     "getrf": 512,
     "getrs": 512,
+    # potrfBatched (what JAX uses) beats 8 lanes up to n~1024: 64x1024 3.61 ms vs 5.54 ms,
+    # 16x2048 7.63 ms vs 6.08 ms.
+    "potrf": 1024,
+    "potrs": 1024,   # potrsBatched takes one right-hand side only; more go to lanes / XLA
+    "geqrf": 32,     # cublas geqrfBatched: small matrices only (to be measured)
+    "orgqr": 0,      # no batched API: lanes (orgqr blocks the host: one thread per lane)
+    "ormqr": 0,
+    "sytrf": 0,
+    "sytrs": 0,
 }
 # Public op names -> the routine whose strategy they follow.
 ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "getrf",
-              "lu_solve": "getrs", "solve": "getrs", "inv": "getrs"}
+              "lu_solve": "getrs", "solve": "getrs", "inv": "getrs",
+              "cholesky": "potrf", "cho_factor": "potrf", "cho_solve": "potrs",
+              "qr": "geqrf", "householder_product": "orgqr", "qr_multiply": "ormqr",
+              "ldl_factor": "sytrf", "ldl_solve": "sytrs"}
 # Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
 SQUARE_ONLY_BATCHED = {"getrf"}
+# Batched APIs with one right-hand side only.
+ONE_RHS_BATCHED = {"potrs"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +70,9 @@ class Choice:
                 f"{self.strategy} on {self.lanes} lane(s) [{self.source}] - {self.reason}")
 
 
-# getrs: from this many right-hand sides on, two batched trsm (what JAX emits) beat getrs.
-# H100 float32: inv 64x128 (128 rhs) getrsBatched 2.0 ms vs JAX 0.50 ms; 64x512 29.7 vs 12.6.
-GETRS_TRSM_MIN_NRHS = 8
+# Solves: from this many right-hand sides on, two batched trsm (what JAX emits) beat the
+# cuSOLVER solve. H100 float32: inv 64x128 (128 rhs) getrsBatched 2.0 ms vs JAX 0.50 ms.
+XLA_MIN_NRHS = {"getrs": 8, "potrs": 8}
 # inv up to this n under `auto` is JAX's own end to end: H100 float32 64x128 JAX 0.49 ms vs
 # 0.60 ms for our getrf + XLA's triangular solves (64x256 and up: equal or faster here).
 INV_XLA_MAX_N = 128
@@ -76,7 +90,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
     n = max(rows, cols)
-    batched_ok = not (op in SQUARE_ONLY_BATCHED and rows != cols)
+    batched_ok = (not (op in SQUARE_ONLY_BATCHED and rows != cols)
+                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0)
     cap = max(1, batch)
     make = lambda s, l, why, src: Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src)
 
@@ -85,8 +100,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
             return make("sequential", 1, "requested: every item on XLA's stream", "user")
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
-                        "requested batched, but the batched API needs square matrices: lanes",
-                        "user")
+                        "requested batched, but no batched API fits this call: lanes", "user")
         if strategy == "batched":
             return make("batched", lanes or 1,
                         "requested: the native batched API" +
@@ -95,9 +109,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("looped", lanes or _config.DEFAULT_LANES,
                     "requested: one call per item on concurrent lanes", "user")
 
-    if op == "getrs" and nrhs >= GETRS_TRSM_MIN_NRHS:
-        return make(XLA, 1, f"{nrhs} right-hand sides >= {GETRS_TRSM_MIN_NRHS}: XLA's batched "
-                    "triangular solves (cuBLAS trsm) beat getrs here", "table")
+    if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op]:
+        return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "
+                    f"triangular solves (cuBLAS trsm) beat {op} here", "table")
     if batch <= 1:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "table")

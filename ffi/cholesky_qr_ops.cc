@@ -1,0 +1,479 @@
+// Cholesky (potrf, potrs) and QR (geqrf, orgqr/ungqr, ormqr/unmqr) as traits for run_looped.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "batch_kernels.h"
+#include "dispatch.h"
+#include "driver.h"
+#include "handler_util.h"
+#include "handlers.h"
+#include "solver_api.h"
+
+namespace jcm {
+
+namespace {
+
+cublasFillMode_t fill_mode(int32_t lower) {
+  return lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+}
+
+template <typename T>
+ffi::Error fill_pointers(cudaStream_t stream, T** ptrs, T* base, int64_t stride, int64_t count) {
+  JCM_CUDA(fill_pointer_array(stream, reinterpret_cast<void**>(ptrs), base, stride * sizeof(T),
+                              count));
+  return ffi::Error::Success();
+}
+
+template <typename T>
+std::string letter_key(std::initializer_list<int64_t> dims) {
+  std::string key(1, solver_api<T>::kLetter);
+  for (int64_t d : dims) key += ":" + std::to_string(d);
+  return key;
+}
+
+// --- Cholesky -------------------------------------------------------------------------------
+
+template <typename T>
+struct potrf_traits {
+  static constexpr const char* kName = "potrf";
+  int64_t items, n;
+  cublasFillMode_t uplo;
+  const void* a_in;
+  T* a;  // factored in place
+  int* info;
+  size_t a_bytes;
+
+  int64_t batch() const { return n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
+    if (n == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({n, uplo}); }
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    int lwork = 0;
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrf_bufferSize"),
+                 solver_api<T>::potrf_buffer_size(ctx.solver, uplo, n, a, n, &lwork));
+    return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+  }
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrf"),
+                 solver_api<T>::potrf(ctx.solver, uplo, n, a + i * n * n, n, static_cast<T*>(work),
+                                      static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
+    return ffi::Error::Success();
+  }
+  bool has_batched() const { return true; }
+  size_t batched_workspace(int64_t count) const { return count * sizeof(T*); }
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
+    T** ptrs = static_cast<T**>(work);
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, ptrs, a + begin * n * n, n * n, end - begin));
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrfBatched"),
+                 solver_api<T>::potrf_batched(ctx.solver, uplo, n, ptrs, n, info + begin,
+                                              end - begin));
+    return ffi::Error::Success();
+  }
+};
+
+template <typename T>
+struct potrs_traits {
+  static constexpr const char* kName = "potrs";
+  int64_t items, n, nrhs;
+  cublasFillMode_t uplo;
+  const T* c;  // the factor
+  const void* b_in;
+  T* x;  // b, solved in place
+  int* info;
+  size_t b_bytes;
+
+  int64_t batch() const { return n == 0 || nrhs == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, x, b_in, b_bytes));
+    JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return ""; }
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext&) const { return Workspace{}; }
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace&, void*) const {
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrs"),
+                 solver_api<T>::potrs(ctx.solver, uplo, n, nrhs, c + i * n * n, n,
+                                      x + i * n * nrhs, n, info + i));
+    return ffi::Error::Success();
+  }
+  // potrsBatched takes one right-hand side only.
+  bool has_batched() const { return nrhs == 1; }
+  size_t batched_workspace(int64_t count) const { return 2 * count * sizeof(T*) + sizeof(int); }
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
+    int64_t count = end - begin;
+    T** c_ptrs = static_cast<T**>(work);
+    T** x_ptrs = c_ptrs + count;
+    int* status = reinterpret_cast<int*>(x_ptrs + count);
+    JCM_RETURN_IF_ERROR(
+        fill_pointers(ctx.stream, c_ptrs, const_cast<T*>(c) + begin * n * n, n * n, count));
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, x_ptrs, x + begin * n, n, count));
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrsBatched"),
+                 solver_api<T>::potrs_batched(ctx.solver, uplo, n, 1, c_ptrs, n, x_ptrs, n, status,
+                                              count));
+    return ffi::Error::Success();
+  }
+};
+
+// --- QR -------------------------------------------------------------------------------------
+
+template <typename T>
+struct geqrf_traits {
+  static constexpr const char* kName = "geqrf";
+  int64_t items, m, n;
+  const void* a_in;
+  T* a;  // R above the diagonal, reflectors below, in place
+  T* tau;
+  int* info;
+  size_t a_bytes;
+
+  int64_t k() const { return std::min(m, n); }
+  int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
+    JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({m, n}); }
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    int lwork = 0;
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "geqrf_bufferSize"),
+                 solver_api<T>::geqrf_buffer_size(ctx.solver, m, n, a, m, &lwork));
+    return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+  }
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", "geqrf"),
+                 solver_api<T>::geqrf(ctx.solver, m, n, a + i * m * n, m, tau + i * k(),
+                                      static_cast<T*>(work),
+                                      static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
+    return ffi::Error::Success();
+  }
+  bool has_batched() const { return true; }
+  size_t batched_workspace(int64_t count) const { return 2 * count * sizeof(T*); }
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
+    int64_t count = end - begin;
+    T** a_ptrs = static_cast<T**>(work);
+    T** tau_ptrs = a_ptrs + count;
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, a_ptrs, a + begin * m * n, m * n, count));
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, tau_ptrs, tau + begin * k(), k(), count));
+    int host_info = 0;
+    JCM_CUBLAS(routine_name<T>("cublas", "geqrfBatched"),
+               solver_api<T>::geqrf_batched(ctx.blas, m, n, a_ptrs, m, tau_ptrs, &host_info,
+                                            count));
+    if (host_info != 0) {
+      return invalid_argument(routine_name<T>("cublas", "geqrfBatched") +
+                              ": illegal argument " + std::to_string(-host_info));
+    }
+    return ffi::Error::Success();
+  }
+};
+
+// Householder product: the first n columns of Q = H(1) ... H(k), from geqrf's reflectors.
+template <typename T>
+struct orgqr_traits {
+  static constexpr const char* kName = "orgqr";
+  int64_t items, m, n, k;
+  const void* a_in;
+  T* a;  // reflectors in, Q out
+  const T* tau;
+  int* info;
+  size_t a_bytes;
+
+  int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
+    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({m, n, k}); }
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    int lwork = 0;
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrgqr) + "_bufferSize",
+                 solver_api<T>::orgqr_buffer_size(ctx.solver, m, n, k, a, m, tau, &lwork));
+    return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+  }
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrgqr),
+                 solver_api<T>::orgqr(ctx.solver, m, n, k, a + i * m * n, m, tau + i * k,
+                                      static_cast<T*>(work),
+                                      static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
+    return ffi::Error::Success();
+  }
+  bool has_batched() const { return false; }
+  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+    return ffi::Error::Success();
+  }
+};
+
+// C <- op(Q) C or C op(Q), Q given by k reflectors (no explicit Q).
+template <typename T>
+struct ormqr_traits {
+  static constexpr const char* kName = "ormqr";
+  int64_t items, m, n, k;  // C is m x n
+  cublasSideMode_t side;
+  cublasOperation_t trans;
+  const T* a;  // reflectors: (m, k) on the left, (n, k) on the right
+  const T* tau;
+  const void* c_in;
+  T* c;
+  int* info;
+  size_t c_bytes;
+
+  int64_t rows_a() const { return side == CUBLAS_SIDE_LEFT ? m : n; }
+  int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, c, c_in, c_bytes));
+    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({m, n, k, side, trans}); }
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    int lwork = 0;
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrmqr) + "_bufferSize",
+                 solver_api<T>::ormqr_buffer_size(ctx.solver, side, trans, m, n, k, a,
+                                                  std::max<int64_t>(rows_a(), 1), tau, c, m,
+                                                  &lwork));
+    return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+  }
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrmqr),
+                 solver_api<T>::ormqr(ctx.solver, side, trans, m, n, k, a + i * rows_a() * k,
+                                      std::max<int64_t>(rows_a(), 1), tau + i * k, c + i * m * n,
+                                      m, static_cast<T*>(work),
+                                      static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
+    return ffi::Error::Success();
+  }
+  bool has_batched() const { return false; }
+  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+    return ffi::Error::Success();
+  }
+};
+
+}  // namespace
+
+ffi::Error potrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> out,
+                         ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t lower, int32_t strategy,
+                         int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "potrf", "a"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "potrf"));
+  if (mb.rows != mb.cols) return invalid_argument("potrf: a must be square");
+  JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(a.dimensions(), 0, {}), "potrf",
+                                 "factor"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "potrf",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "potrf", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    potrf_traits<T> op{mb.batch,         mb.rows, fill_mode(lower),
+                       a.untyped_data(), static_cast<T*>(out->untyped_data()),
+                       info->typed_data(), a.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+ffi::Error potrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer c, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> x,
+                         ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t lower, int32_t strategy,
+                         int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mc, split_matrix_batch(c.dimensions(), "potrs", "c"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "potrs", "b"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "potrs"));
+  if (mc.rows != mc.cols) return invalid_argument("potrs: the factor must be square");
+  if (b.element_type() != c.element_type()) {
+    return invalid_argument("potrs: the factor and b must have the same dtype");
+  }
+  if (mbb.batch != mc.batch || mbb.rows != mc.rows) {
+    return invalid_argument("potrs: b must have shape batch + (n, nrhs)");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), "potrs",
+                                 "x"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(c.dimensions(), 2, {}), "potrs",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(c.element_type(), "potrs", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    potrs_traits<T> op{mc.batch,
+                       mc.rows,
+                       mbb.cols,
+                       fill_mode(lower),
+                       static_cast<const T*>(c.untyped_data()),
+                       b.untyped_data(),
+                       static_cast<T*>(x->untyped_data()),
+                       info->typed_data(),
+                       b.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+ffi::Error geqrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> out,
+                         ffi::Result<ffi::AnyBuffer> tau, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                         int32_t strategy, int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "geqrf", "a"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "geqrf"));
+  if (tau->element_type() != a.element_type()) {
+    return invalid_argument("geqrf: tau must have the dtype of a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(a.dimensions(), 0, {}), "geqrf",
+                                 "qr"));
+  JCM_RETURN_IF_ERROR(check_dims(tau->dimensions(),
+                                 batch_shape(a.dimensions(), 2, {std::min(mb.rows, mb.cols)}),
+                                 "geqrf", "tau"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "geqrf",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "geqrf", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    geqrf_traits<T> op{mb.batch,
+                       mb.rows,
+                       mb.cols,
+                       a.untyped_data(),
+                       static_cast<T*>(out->untyped_data()),
+                       static_cast<T*>(tau->untyped_data()),
+                       info->typed_data(),
+                       a.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+ffi::Error orgqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::AnyBuffer tau, ffi::Result<ffi::AnyBuffer> q,
+                         ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t strategy,
+                         int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "orgqr", "a"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "orgqr"));
+  auto tau_dims = tau.dimensions();
+  int64_t k = tau_dims.size() ? tau_dims[tau_dims.size() - 1] : 0;
+  if (tau.element_type() != a.element_type()) {
+    return invalid_argument("orgqr: tau must have the dtype of a");
+  }
+  if (mb.cols > mb.rows || k > mb.cols) {
+    return invalid_argument("orgqr: needs m >= n >= k for a (m, n) and taus (k,)");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(tau_dims, batch_shape(a.dimensions(), 2, {k}), "orgqr", "taus"));
+  JCM_RETURN_IF_ERROR(check_dims(q->dimensions(), batch_shape(a.dimensions(), 0, {}), "orgqr",
+                                 "q"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "orgqr",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "orgqr", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    orgqr_traits<T> op{mb.batch,
+                       mb.rows,
+                       mb.cols,
+                       k,
+                       a.untyped_data(),
+                       static_cast<T*>(q->untyped_data()),
+                       static_cast<const T*>(tau.untyped_data()),
+                       info->typed_data(),
+                       a.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+ffi::Error ormqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::AnyBuffer tau, ffi::AnyBuffer c,
+                         ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                         int32_t left, int32_t transpose, int32_t strategy, int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch ma, split_matrix_batch(a.dimensions(), "ormqr", "a"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mc, split_matrix_batch(c.dimensions(), "ormqr", "c"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "ormqr"));
+  auto tau_dims = tau.dimensions();
+  int64_t k = tau_dims.size() ? tau_dims[tau_dims.size() - 1] : 0;
+  if (tau.element_type() != a.element_type() || c.element_type() != a.element_type()) {
+    return invalid_argument("ormqr: a, taus and c must have the same dtype");
+  }
+  int64_t q_order = left ? mc.rows : mc.cols;
+  if (ma.batch != mc.batch || ma.rows != q_order || ma.cols < k || k > q_order) {
+    return invalid_argument("ormqr: a (reflectors), taus and c do not fit: need a of shape "
+                            "(m, k) for left=True or (n, k) for left=False, taus (k,), c (m, n)");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(tau_dims, batch_shape(a.dimensions(), 2, {k}), "ormqr", "taus"));
+  JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(c.dimensions(), 0, {}), "ormqr",
+                                 "out"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(c.dimensions(), 2, {}), "ormqr",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "ormqr", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr bool is_complex = std::is_same_v<T, cuComplex> || std::is_same_v<T, cuDoubleComplex>;
+    cublasOperation_t op_trans =
+        !transpose ? CUBLAS_OP_N : (is_complex ? CUBLAS_OP_C : CUBLAS_OP_T);
+    // The reflector matrix a may have more columns than k (e.g. the whole geqrf output).
+    ormqr_traits<T> op{mc.batch,
+                       mc.rows,
+                       mc.cols,
+                       k,
+                       left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT,
+                       op_trans,
+                       static_cast<const T*>(a.untyped_data()),
+                       static_cast<const T*>(tau.untyped_data()),
+                       c.untyped_data(),
+                       static_cast<T*>(out->untyped_data()),
+                       info->typed_data(),
+                       c.size_bytes()};
+    if (ma.cols != k) {
+      return ffi::Error(invalid_argument("ormqr: a must have exactly k = len(taus) columns"));
+    }
+    return run_looped(call, scratch, op);
+  });
+}
+
+}  // namespace jcm
+
+// Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_potrf, jcm::potrf_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a
+                                  .Ret<xla::ffi::AnyBuffer>()              // factor
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("lower")
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_potrs, jcm::potrs_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // factor
+                                  .Arg<xla::ffi::AnyBuffer>()              // b
+                                  .Ret<xla::ffi::AnyBuffer>()              // x
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("lower")
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geqrf, jcm::geqrf_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a
+                                  .Ret<xla::ffi::AnyBuffer>()              // qr (R + reflectors)
+                                  .Ret<xla::ffi::AnyBuffer>()              // taus
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_orgqr, jcm::orgqr_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a (reflectors)
+                                  .Arg<xla::ffi::AnyBuffer>()              // taus
+                                  .Ret<xla::ffi::AnyBuffer>()              // q
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_ormqr, jcm::ormqr_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a (reflectors)
+                                  .Arg<xla::ffi::AnyBuffer>()              // taus
+                                  .Arg<xla::ffi::AnyBuffer>()              // c
+                                  .Ret<xla::ffi::AnyBuffer>()              // op(Q) c or c op(Q)
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("left")
+                                  .Attr<int32_t>("transpose")
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
