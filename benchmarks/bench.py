@@ -140,6 +140,29 @@ def _unit_det(key, batch, n, dtype):
     return (a,), sign * jnp.exp(logabsdet)
 
 
+def _spd(key, batch, n, dtype):
+    """Symmetric positive definite: A A^T / n + I."""
+    (a,), _ = _general(key, batch, n, dtype)
+    spd = jnp.matmul(a, jnp.swapaxes(a, -1, -2), precision=_HIGHEST) / n + jnp.eye(n, dtype=dtype)
+    return (spd,), None
+
+
+def _spd_with_solution(key, batch, n, dtype):
+    ka, kx = jax.random.split(key)
+    (a,), _ = _spd(ka, batch, n, dtype)
+    x = jax.random.normal(kx, (batch, n, 1), dtype)
+    b = jnp.matmul(a.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    return (a, b.astype(dtype)), x
+
+
+def _symmetric_with_solution(key, batch, n, dtype):
+    """Symmetric indefinite A (needs 2x2 pivots), b = A x with x known."""
+    (a, b), x = _with_solution(key, batch, n, dtype)
+    sym = (a + jnp.swapaxes(a, -1, -2)) / 2
+    b = jnp.matmul(sym.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    return (sym, b.astype(dtype)), x
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors: (args, truth, output) -> the worst matrix's error, in float64 with full-precision
 # products. Each is compared with the same measure of JAX's answer, so conditioning cancels out.
@@ -193,6 +216,34 @@ def _det_error(args, truth, d):
     return jnp.max(jnp.abs(d - d_true) / jnp.abs(d_true))
 
 
+@jax.jit
+def _cholesky_error(args, truth, l):
+    """||L L^H - A|| / ||A||."""
+    a, l = _f64(args[0], l)
+    return jnp.max(_fro(_mm(l, jnp.conj(jnp.swapaxes(l, -1, -2))) - a) / _fro(a))
+
+
+@jax.jit
+def _qr_error(args, truth, out):
+    """||Q R - A|| / ||A||."""
+    (a,) = _f64(*args)
+    q, r = _f64(*out)
+    return jnp.max(_fro(_mm(q, r) - a) / _fro(a))
+
+
+def _cho_solve(a, b, **kw):
+    return jcm.cho_solve(jcm.cho_factor(a, lower=True, **kw), b, **kw)
+
+
+def _ldl_solve(a, b, **kw):
+    ld, piv = jcm.ldl_factor(a, **kw)
+    return jcm.ldl_solve(ld, piv, b, **kw)
+
+
+def _jax_cho_solve(a, b):
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=True), b)
+
+
 # ---------------------------------------------------------------------------------------------
 # The grid: one entry per operation. To add an op, add an entry (and, if its inputs or its error
 # are new, a builder and an error function above).
@@ -205,11 +256,11 @@ class Op:
     torch: str | None  # dotted attribute of the torch module, called on the same inputs
     build: Callable[..., tuple]  # (key, batch, n, dtype) -> (args, truth)
     error: Callable[[tuple, Any, Any], Any]  # (args, truth, output) -> scalar error
-    ours: str | None = None  # jax_cusolver_ms attribute, when it differs from `name`
+    ours: str | Callable | None = None  # jax_cusolver_ms attribute or a function of ours
     routine: str | None = None  # the name jcm.explain() knows the op's main routine by
 
     def our_fn(self, strategy: str, lanes: int | None) -> Callable[..., Any]:
-        fn = getattr(jcm, self.ours or self.name)
+        fn = self.ours if callable(self.ours) else getattr(jcm, self.ours or self.name)
         kwargs = {"strategy": strategy}
         if lanes is not None:
             kwargs["lanes"] = lanes
@@ -225,6 +276,14 @@ OPS = {
            routine="getrf"),
         Op("inv", jnp.linalg.inv, "linalg.inv", _general, _inverse_error, routine="getrf"),
         Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf"),
+        Op("cholesky", jnp.linalg.cholesky, "linalg.cholesky", _spd, _cholesky_error,
+           routine="potrf"),
+        Op("cho_solve", _jax_cho_solve, None, _spd_with_solution, _solution_error,
+           ours=_cho_solve, routine="potrf"),
+        Op("qr", jnp.linalg.qr, "linalg.qr", _general, _qr_error, routine="geqrf"),
+        # JAX has no LDL: the reference is its LU solve of the same symmetric system.
+        Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _solution_error,
+           ours=_ldl_solve, routine="sytrf"),
     ]
 }
 

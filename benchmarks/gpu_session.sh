@@ -57,7 +57,9 @@ tests_rc=0
 if [[ -z "${SKIP_TESTS:-}" ]]; then
   step "tests (log: $OUT/pytest.log)"
   # -P: leave the current folder off sys.path, so the tests import the installed package.
-  python3 -P -m pytest tests -q -x -rs 2>&1 | tee "$OUT/pytest.log"
+  # Whole suite (no -x: one failure must not hide the others), bounded by TEST_TIMEOUT seconds.
+  timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest tests -q -rfs -p no:cacheprovider \
+    ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log"
   tests_rc=$?
 fi
 

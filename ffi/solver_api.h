@@ -38,6 +38,8 @@ struct solver_api;
     static constexpr auto orgqr = cusolverDn##L##ORG;                               \
     static constexpr auto ormqr_buffer_size = cusolverDn##L##ORM##_bufferSize;      \
     static constexpr auto ormqr = cusolverDn##L##ORM;                               \
+    static constexpr auto sytrf_buffer_size = cusolverDn##L##sytrf_bufferSize;      \
+    static constexpr auto sytrf = cusolverDn##L##sytrf;                             \
   };
 
 JCM_SOLVER_API(float, S, orgqr, ormqr)
@@ -45,6 +47,18 @@ JCM_SOLVER_API(double, D, orgqr, ormqr)
 JCM_SOLVER_API(cuComplex, C, ungqr, unmqr)
 JCM_SOLVER_API(cuDoubleComplex, Z, ungqr, unmqr)
 #undef JCM_SOLVER_API
+
+// The cudaDataType of an element type, for the 64-bit generic API (cusolverDnX...).
+template <typename T>
+constexpr cudaDataType cuda_data_type();
+template <>
+constexpr cudaDataType cuda_data_type<float>() { return CUDA_R_32F; }
+template <>
+constexpr cudaDataType cuda_data_type<double>() { return CUDA_R_64F; }
+template <>
+constexpr cudaDataType cuda_data_type<cuComplex>() { return CUDA_C_32F; }
+template <>
+constexpr cudaDataType cuda_data_type<cuDoubleComplex>() { return CUDA_C_64F; }
 
 // routine_name<float>("cusolverDn", "getrf") == "cusolverDnSgetrf".
 template <typename T>

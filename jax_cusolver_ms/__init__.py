@@ -5,13 +5,18 @@ Every op is a JAX primitive (jit, vmap, grad work) with the semantics of its jax
 jax.scipy.linalg counterpart; on a machine without a GPU it runs JAX's own implementation.
 """
 from ._ffi import gpu_available, lane_count, library_versions
-from .settings import STRATEGIES, config
+from .cholesky import cho_factor, cho_solve, cholesky
+from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
+from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
+from .settings import STRATEGIES, config
 from .strategy import explain
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "STRATEGIES", "config", "det", "explain", "gpu_available", "inv", "lane_count",
-    "library_versions", "lu", "lu_factor", "lu_solve", "slogdet", "solve",
+    "QRResult", "STRATEGIES", "cho_factor", "cho_solve", "cholesky", "config", "det", "explain",
+    "gpu_available", "householder_product", "inv", "lane_count", "ldl_factor", "ldl_solve",
+    "library_versions", "lu", "lu_factor", "lu_solve", "ormqr", "qr", "qr_multiply", "slogdet",
+    "solve",
 ]

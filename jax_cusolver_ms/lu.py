@@ -18,26 +18,10 @@ from jax import lax
 from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
-from ._primitive import SolverPrimitive, check_dtype, ffi_solver_call
+from ._common import as_matrix, batch_size, matmul, promote, resolve_params, tril, triu
+from ._primitive import SolverPrimitive, ffi_solver_call
 
-_HIGHEST = lax.Precision.HIGHEST
 _TRANS = {0: "N", 1: "T", 2: "C"}
-
-
-def _matmul(a, b):
-    return jnp.matmul(a, b, precision=_HIGHEST)
-
-
-def _tril(x, k=0):
-    return jnp.tril(x, k)
-
-
-def _triu(x, k=0):
-    return jnp.triu(x, k)
-
-
-def _batch_of(x, core):
-    return int(np.prod(x.shape[:x.ndim - core], dtype=np.int64))
 
 
 # --- getrf ------------------------------------------------------------------------------------
@@ -54,7 +38,7 @@ def _getrf_jax(a, *, strategy, lanes):
 def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    choice = _strategy.choose("getrf", _batch_of(a, 2), (m, n), a.dtype, strategy, lanes)
+    choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
     lu, ipiv, info = ffi_solver_call(
         "jcm_getrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
@@ -84,12 +68,12 @@ def _getrf_jvp(primals, tangents, *, strategy, lanes):
     a_dot = ad.instantiate_zeros(a_dot)
     x = jnp.take_along_axis(a_dot, permutation[..., :, None], axis=-2)
     eye_m = jnp.eye(m, dtype=dtype)
-    l = jnp.pad(_tril(lu[..., :, :k], -1), [(0, 0)] * (a.ndim - 1) + [(0, m - k)]) + eye_m
+    l = jnp.pad(tril(lu[..., :, :k], -1), [(0, 0)] * (a.ndim - 1) + [(0, m - k)]) + eye_m
     u_eye = jnp.pad(jnp.eye(n - k, dtype=dtype), ((k, 0), (k, 0)))
-    u = jnp.pad(_triu(lu[..., :k, :]), [(0, 0)] * (a.ndim - 2) + [(0, n - k), (0, 0)]) + u_eye
+    u = jnp.pad(triu(lu[..., :k, :]), [(0, 0)] * (a.ndim - 2) + [(0, n - k), (0, 0)]) + u_eye
     la = lax.linalg.triangular_solve(l, x, left_side=True, lower=True, unit_diagonal=True)
     lau = lax.linalg.triangular_solve(u, la, left_side=False, lower=False)
-    lu_dot = _matmul(l, _tril(lau, -1)) + _matmul(_triu(lau), u)
+    lu_dot = matmul(l, tril(lau, -1)) + matmul(triu(lau), u)
     return (lu, pivots, permutation), (lu_dot, zeros_like_tangent(pivots),
                                        zeros_like_tangent(permutation))
 
@@ -113,7 +97,7 @@ def _getrs_jax(lu, pivots, b, *, trans, strategy, lanes):
 
 def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
     n = lu.shape[-1]
-    choice = _strategy.choose("getrs", _batch_of(lu, 2), (n, n), lu.dtype, strategy, lanes,
+    choice = _strategy.choose("getrs", batch_size(lu, 2), (n, n), lu.dtype, strategy, lanes,
                               nrhs=b.shape[-1])
     if not choice.uses_ffi:
         return _getrs_jax(lu, pivots, b, trans=trans, strategy=strategy, lanes=lanes)
@@ -143,21 +127,21 @@ getrs = SolverPrimitive("jcm_getrs", core_ranks=(2, 1, 2), shape_rule=_getrs_sha
 
 def _unpack_lu(lu):
     n = lu.shape[-1]
-    return _tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), _triu(lu)
+    return tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), triu(lu)
 
 
 def _apply_a_dot(lu, perm, lu_dot, x, trans):
     """op(A') x for A = P^T L U, where L' = tril(lu', -1) and U' = triu(lu')."""
     l, u = _unpack_lu(lu)
-    dl, du = _tril(lu_dot, -1), _triu(lu_dot)
+    dl, du = tril(lu_dot, -1), triu(lu_dot)
     if trans == 0:
-        v = _matmul(dl, _matmul(u, x)) + _matmul(l, _matmul(du, x))
+        v = matmul(dl, matmul(u, x)) + matmul(l, matmul(du, x))
         inverse = jnp.argsort(perm, axis=-1)
         return jnp.take_along_axis(v, inverse[..., :, None], axis=-2)
     h = (lambda m: jnp.conj(jnp.swapaxes(m, -1, -2))) if trans == 2 else \
         (lambda m: jnp.swapaxes(m, -1, -2))
     px = jnp.take_along_axis(x, perm[..., :, None], axis=-2)
-    return _matmul(h(u), _matmul(h(dl), px)) + _matmul(h(du), _matmul(h(l), px))
+    return matmul(h(u), matmul(h(dl), px)) + matmul(h(du), matmul(h(l), px))
 
 
 def _getrs_jvp(primals, tangents, *, trans, strategy, lanes):
@@ -198,29 +182,13 @@ getrs.deftranspose(_getrs_transpose)
 
 # --- public API -------------------------------------------------------------------------------
 
-def _as_matrix(op, a, square=False, name="a"):
-    a = jnp.asarray(a)
-    check_dtype(op, a.dtype)
-    if a.ndim < 2:
-        raise ValueError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
-                         f"got shape {a.shape}")
-    if square and a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"{op}: {name} must be square in its last two dims, got shape {a.shape}")
-    return a
-
-
-def _params(strategy, lanes):
-    strategy, lanes = _config.resolve(strategy, lanes)
-    return dict(strategy=strategy, lanes=lanes)
-
-
 def lu(a, *, strategy=None, lanes=None):
     """LU with partial pivoting, like jax.lax.linalg.lu: (lu, pivots, permutation).
 
     pivots are 0-based int32 of shape (..., min(m, n)); permutation int32 of shape (..., m).
     """
-    a = _as_matrix("lu", a)
-    return tuple(getrf.bind(a, **_params(strategy, lanes)))
+    a = as_matrix("lu", a)
+    return tuple(getrf.bind(a, **resolve_params(strategy, lanes)))
 
 
 def lu_factor(a, *, strategy=None, lanes=None):
@@ -259,8 +227,8 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b.
     """
     lu_, pivots = lu_and_piv
-    lu_, b = _promote("lu_solve", lu_, b)
-    lu_ = _as_matrix("lu_solve", lu_, square=True, name="lu")
+    lu_, b = promote("lu_solve", lu_, b)
+    lu_ = as_matrix("lu_solve", lu_, square=True, name="lu")
     pivots = jnp.asarray(pivots)
     if trans not in _TRANS:
         raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
@@ -269,15 +237,7 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     if pivots.shape[-1:] != lu_.shape[-1:]:
         raise ValueError(f"lu_solve: pivots of shape {pivots.shape} do not fit lu of shape "
                          f"{lu_.shape}")
-    return _getrs(lu_, pivots.astype(np.int32), b, trans, _params(strategy, lanes))
-
-
-def _promote(op, *arrays):
-    arrays = [jnp.asarray(x) for x in arrays]
-    for x in arrays:
-        check_dtype(op, x.dtype)
-    dtype = jnp.result_type(*arrays)
-    return [x.astype(dtype) for x in arrays]
+    return _getrs(lu_, pivots.astype(np.int32), b, trans, resolve_params(strategy, lanes))
 
 
 def _solve_matrix(a, b, params):
@@ -286,13 +246,13 @@ def _solve_matrix(a, b, params):
     lu_, pivots, _ = getrf.bind(lax.stop_gradient(a), **params)
     solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=0, **params)[0]
     transpose_solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=1, **params)[0]
-    return lax.custom_linear_solve(lambda x: _matmul(a, x), b, solve, transpose_solve)
+    return lax.custom_linear_solve(lambda x: matmul(a, x), b, solve, transpose_solve)
 
 
 def solve(a, b, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.solve: b of shape (n,) or (..., n, k); batch dims broadcast."""
-    a, b = _promote("solve", a, b)
-    a = _as_matrix("solve", a, square=True)
+    a, b = promote("solve", a, b)
+    a = as_matrix("solve", a, square=True)
     n = a.shape[-1]
     if b.ndim == 0:
         raise ValueError("solve: b must have rank >= 1")
@@ -307,13 +267,13 @@ def solve(a, b, *, strategy=None, lanes=None):
     batch = jnp.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
     a = jnp.broadcast_to(a, batch + a.shape[-2:])
     bm = jnp.broadcast_to(bm, batch + bm.shape[-2:])
-    x = _solve_matrix(a, bm, _params(strategy, lanes))
+    x = _solve_matrix(a, bm, resolve_params(strategy, lanes))
     return x[..., 0] if vector else x
 
 
 def inv(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.inv."""
-    a = _as_matrix("inv", a, square=True)
+    a = as_matrix("inv", a, square=True)
     if (_config.resolve(strategy, lanes)[0] == "auto"
             and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
         return jnp.linalg.inv(a)  # measured: JAX's own is fastest here (strategy.py)
@@ -360,8 +320,8 @@ def _slogdet_jvp(strategy, lanes, primals, tangents):
 
 def slogdet(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.slogdet: (sign, logabsdet); sign 0 and -inf for singular a."""
-    a = _as_matrix("slogdet", a, square=True)
-    p = _params(strategy, lanes)
+    a = as_matrix("slogdet", a, square=True)
+    p = resolve_params(strategy, lanes)
     return SlogdetResult(*_slogdet(a, p["strategy"], p["lanes"]))
 
 
@@ -388,6 +348,6 @@ def _det_jvp(strategy, lanes, primals, tangents):
 
 def det(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.det."""
-    a = _as_matrix("det", a, square=True)
-    p = _params(strategy, lanes)
+    a = as_matrix("det", a, square=True)
+    p = resolve_params(strategy, lanes)
     return _det(a, p["strategy"], p["lanes"])

@@ -1,0 +1,69 @@
+"""Small helpers every op family shares: operand checks, dtype promotion, option resolution,
+triangles and conjugate transposes, failure masking."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import settings as _config
+from ._primitive import check_dtype
+
+_HIGHEST = lax.Precision.HIGHEST
+
+
+def matmul(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
+def tril(x, k=0):
+    return jnp.tril(x, k)
+
+
+def triu(x, k=0):
+    return jnp.triu(x, k)
+
+
+def batch_size(x, core):
+    return int(np.prod(x.shape[:x.ndim - core], dtype=np.int64))
+
+
+def as_matrix(op, a, square=False, name="a"):
+    a = jnp.asarray(a)
+    check_dtype(op, a.dtype)
+    if a.ndim < 2:
+        raise ValueError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
+                         f"got shape {a.shape}")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{op}: {name} must be square in its last two dims, got shape {a.shape}")
+    return a
+
+
+def resolve_params(strategy, lanes):
+    strategy, lanes = _config.resolve(strategy, lanes)
+    return dict(strategy=strategy, lanes=lanes)
+
+
+def promote(op, *arrays):
+    arrays = [jnp.asarray(x) for x in arrays]
+    for x in arrays:
+        check_dtype(op, x.dtype)
+    dtype = jnp.result_type(*arrays)
+    return [x.astype(dtype) for x in arrays]
+
+
+def mh(x):
+    """Conjugate transpose of the last two dims."""
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def nan_where_failed(x, info):
+    """NaN in every item whose info says an illegal argument (< 0), as JAX's lowerings do."""
+    return jnp.where((info < 0).reshape(info.shape + (1,) * (x.ndim - info.ndim)),
+                     jnp.array(np.nan, x.dtype), x)
+
+
+def info_result(x, core):
+    """The int32 info result of an FFI call over x's batch dims."""
+    return jax.ShapeDtypeStruct(x.shape[:x.ndim - core], np.int32)

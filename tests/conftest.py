@@ -1,0 +1,203 @@
+"""Shared test helpers: dtypes, strategies, tolerances, random matrices, GPU skip.
+
+Every test family file imports what it needs from here (``from conftest import ...``) and
+takes its random numbers from the ``rng`` fixture, which is seeded from the test's id so a
+failure reproduces exactly and no two tests share data.
+"""
+
+import itertools
+import os
+import zlib
+
+import jax
+
+# Enable float64/complex128 before any array is created.
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np
+import pytest
+
+import jax_cusolver_ms as jcm
+
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+ALL_STRATEGIES = ("auto", "looped", "sequential", "batched")
+MATRIX_KINDS = ("general", "well_conditioned", "singular", "ill_conditioned", "spd")
+
+# Condition number of the "ill_conditioned" kind, per precision.
+ILL_CONDITION = {"single": 1e3, "double": 1e6}
+
+# Smallest relative tolerance we ask for, per precision: below this we would be testing the
+# summation order of BLAS rather than the package.
+_RTOL_FLOOR = {"single": 1e-4, "double": 1e-10}
+
+requires_gpu = pytest.mark.skipif(
+    not jcm.gpu_available(),
+    reason="needs a CUDA GPU and the jax_cusolver_ms CUDA extension",
+)
+# The extension can be built (and its CUDA lowering checked) on a machine without a GPU.
+requires_extension = pytest.mark.skipif(
+    not jcm.library_versions(), reason="the jax_cusolver_ms CUDA extension is not built"
+)
+
+# On CPU every strategy runs the same JAX code, so the dtype x shape x strategy grids rotate
+# the strategy instead of multiplying by it (each strategy still meets every dtype and every
+# shape). On a GPU, or with JCM_TEST_FULL_GRID=1, the full product runs.
+FULL_GRID = jcm.gpu_available() or os.environ.get("JCM_TEST_FULL_GRID") == "1"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a longer test (stream and thread stress)")
+
+
+@pytest.fixture
+def rng(request):
+    """A NumPy Generator seeded from the test id: reproducible, different for every test."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def param_id(value):
+    """Readable test ids: dtype names, shapes as tuples."""
+    if isinstance(value, type):
+        return value.__name__
+    return str(value).replace(" ", "")
+
+
+def strategy_grid(*axes):
+    """pytest params for the product of ``axes`` with a strategy appended to each combination.
+
+    With FULL_GRID every combination runs with every strategy; otherwise combination (i, j, ...)
+    (indices into the axes) runs with strategy (i + j + ...) mod 4, so for any axis with at
+    least four values, every strategy meets every value of the other axes.
+    """
+    params = []
+    for combo in itertools.product(*(list(enumerate(axis)) for axis in axes)):
+        values = [value for _, value in combo]
+        rotated = ALL_STRATEGIES[sum(i for i, _ in combo) % len(ALL_STRATEGIES)]
+        for strategy in ALL_STRATEGIES if FULL_GRID else (rotated,):
+            test_id = "-".join(param_id(v) for v in values + [strategy])
+            params.append(pytest.param(*values, strategy, id=test_id))
+    return params
+
+
+def is_complex(dtype):
+    return np.issubdtype(np.dtype(dtype), np.complexfloating)
+
+
+def precision(dtype):
+    """'single' for float32/complex64, 'double' for float64/complex128."""
+    return "single" if np.finfo(np.dtype(dtype)).bits == 32 else "double"
+
+
+def wide_dtype(dtype):
+    """The float64/complex128 dtype used for reference computations."""
+    return np.complex128 if is_complex(dtype) else np.float64
+
+
+def rtol_for(dtype, n, cond=1.0):
+    """Relative tolerance for an n x n problem with condition number ``cond``.
+
+    LU with partial pivoting is backward stable with an error that grows like n * eps
+    (reconstruction, residuals: pass cond=1); forward errors (a solution compared with a
+    float64 reference) also pick up the condition number.
+    """
+    eps = np.finfo(np.dtype(dtype)).eps
+    return max(_RTOL_FLOOR[precision(dtype)], 50.0 * eps * max(n, 1) * max(cond, 1.0))
+
+
+def condition_number(a):
+    """Largest 2-norm condition number over the batch, computed in float64 (1 if empty)."""
+    a = np.asarray(a, dtype=wide_dtype(a.dtype))
+    if a.size == 0:
+        return 1.0
+    return float(np.max(np.linalg.cond(a)))
+
+
+def rel_err(x, ref, core_ndim=2):
+    """Largest relative Frobenius error over the batch (the last ``core_ndim`` axes are one item).
+
+    Computed in float64/complex128. An all-zero reference item is compared absolutely.
+    """
+    x = np.asarray(x)
+    ref = np.asarray(ref)
+    assert x.shape == ref.shape, (x.shape, ref.shape)
+    if ref.size == 0:
+        return 0.0
+    wide = np.complex128 if (is_complex(x.dtype) or is_complex(ref.dtype)) else np.float64
+    axes = tuple(range(ref.ndim - core_ndim, ref.ndim))
+    diff = np.sqrt(np.sum(np.abs(x.astype(wide) - ref.astype(wide)) ** 2, axis=axes))
+    scale = np.sqrt(np.sum(np.abs(ref.astype(wide)) ** 2, axis=axes))
+    return float(np.max(diff / np.where(scale > 0, scale, 1.0)))
+
+
+def _gaussian(rng, shape, dtype):
+    """Standard normal entries; complex ones have independent real and imaginary parts."""
+    if is_complex(dtype):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2)
+    return rng.standard_normal(shape)
+
+
+def _unitary(rng, shape, dtype):
+    """Random orthogonal (real) or unitary (complex) matrices of a square batched ``shape``."""
+    q, r = np.linalg.qr(_gaussian(rng, shape, dtype))
+    d = np.diagonal(r, axis1=-2, axis2=-1)
+    return q * (d / np.abs(d))[..., None, :]
+
+
+def random_matrix(rng, shape, dtype, kind="general"):
+    """A random (batched) matrix of ``shape`` = batch + (m, n) and ``dtype``.
+
+    kinds:
+      general           standard normal entries (complex: nonzero real and imaginary parts).
+      well_conditioned  row- and column-diagonally dominant (condition number of order 1,
+                        entries of order 1), then its rows shuffled so that partial pivoting
+                        has to find the dominant entries; its pivots are far from ties.
+      singular          general with one random column set to exactly zero, so every LU
+                        algorithm meets an exactly zero pivot.
+      ill_conditioned   U diag(s) V^H with s log-spaced from 1 down to 1/ILL_CONDITION.
+      spd               Hermitian positive definite, B B^H / n + I.
+    Only "general" and "singular" accept rectangular shapes.
+    """
+    shape = tuple(shape)
+    dtype = np.dtype(dtype)
+    wide = wide_dtype(dtype)
+    *batch, m, n = shape
+    batch = tuple(batch)
+
+    if kind == "general":
+        a = _gaussian(rng, shape, wide)
+    elif kind == "singular":
+        a = _gaussian(rng, shape, wide)
+        zero_col = rng.integers(0, n, size=batch) if n else np.zeros(batch, int)
+        cols = np.arange(n)
+        a = np.where(cols == np.asarray(zero_col)[..., None, None], 0, a)
+    else:
+        assert m == n, f"kind {kind!r} needs square matrices, got {shape}"
+        if kind == "well_conditioned":
+            a = _gaussian(rng, shape, wide)
+            off = np.abs(a)
+            eye = np.eye(n, dtype=bool)
+            off[..., eye] = 0
+            margin = max(1.0, n / 2)
+            dominance = np.maximum(off.sum(-1), off.sum(-2)) + margin
+            phase = a[..., eye] / np.abs(a[..., eye])
+            a[..., eye] = dominance * phase
+            a /= np.mean(dominance, axis=-1)[..., None, None]
+            shuffle = np.argsort(rng.random(batch + (n,)), axis=-1)
+            a = np.take_along_axis(a, shuffle[..., :, None], axis=-2)
+        elif kind == "ill_conditioned":
+            cond = ILL_CONDITION[precision(dtype)]
+            s = np.logspace(0, -np.log10(cond), n) if n > 1 else np.ones(n)
+            u = _unitary(rng, shape, wide)
+            v = _unitary(rng, shape, wide)
+            a = (u * s) @ np.conj(np.swapaxes(v, -1, -2))
+        elif kind == "spd":
+            b = _gaussian(rng, shape, wide)
+            a = b @ np.conj(np.swapaxes(b, -1, -2)) / max(n, 1) + np.eye(n)
+        else:
+            raise ValueError(f"unknown matrix kind {kind!r}; expected one of {MATRIX_KINDS}")
+    return np.ascontiguousarray(a).astype(dtype)
+
+
+def random_rhs(rng, shape, dtype):
+    """A random right-hand side (vector or matrix) with nonzero imaginary part if complex."""
+    return _gaussian(rng, tuple(shape), wide_dtype(dtype)).astype(dtype)

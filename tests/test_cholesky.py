@@ -1,0 +1,852 @@
+"""Tests for the Cholesky family: cholesky, cho_factor, cho_solve.
+
+Every result is checked against what it must satisfy (A = L L^H with the other triangle zero,
+A x = b) with a per-dtype tolerance, and against float64 NumPy/SciPy and jax.numpy /
+jax.scipy. On CPU every strategy runs JAX's own implementation, so the CPU run checks the API,
+shape rules, NaN behaviour and transformations; the CUDA lowering is checked by exporting for
+CUDA (no GPU needed); the GPU run (tests marked requires_gpu run there too) checks the FFI paths.
+"""
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+import scipy.linalg
+from jax.test_util import check_grads
+
+import jax_cusolver_ms._ffi as jcm_ffi
+from jax_cusolver_ms._compat import JAX_VERSION
+from conftest import (
+    ALL_STRATEGIES,
+    DTYPES,
+    FULL_GRID,
+    ILL_CONDITION,
+    condition_number,
+    is_complex,
+    param_id,
+    precision,
+    random_matrix,
+    random_rhs,
+    rel_err,
+    requires_gpu,
+    rtol_for,
+    strategy_grid,
+    wide_dtype,
+)
+from jax_cusolver_ms.cholesky import cho_factor, cho_solve, cholesky
+
+ids = param_id
+strategy_param = pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+
+# (batch..., n, n): n = 0 and 1, batch 0 and 1, several batch dims.
+SHAPES = [(1, 1), (32, 32), (0, 4, 4), (1, 5, 5), (7, 8, 8), (2, 3, 4, 4), (3, 0, 0)]
+# (shape, lower): each dtype meets both triangles.
+CHO_FACTOR_CASES = [((1, 1), True), ((9, 9), False), ((0, 3, 3), True), ((1, 5, 5), False),
+                    ((2, 3, 4, 4), True)]
+
+# (c shape, b shape, lower) for jax.scipy.linalg.cho_solve (avoiding its deprecated "batched
+# vector" case, tested on its own): b a vector, or matrices whose batch dims broadcast.
+CHO_SOLVE_CASES = [
+    ((1, 1), (1,), True),
+    ((6, 6), (6,), False),
+    ((24, 24), (24, 3), False),
+    ((3, 7, 7), (3, 7, 2), True),
+    ((3, 7, 7), (7, 2), False),
+    ((3, 7, 7), (7,), True),
+    ((2, 1, 5, 5), (3, 5, 1), False),
+    ((0, 4, 4), (0, 4, 2), True),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def herm(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def spd(rng, shape, dtype):
+    return random_matrix(rng, shape, dtype, "spd")
+
+
+def ill_conditioned_spd(rng, shape, dtype):
+    """Q diag(s) Q^H with s log-spaced from 1 down to 1 / ILL_CONDITION (Hermitian PD)."""
+    n = shape[-1]
+    wide = wide_dtype(dtype)
+    g = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if is_complex(dtype) else 0)
+    q, _ = np.linalg.qr(g.astype(wide))
+    s = np.logspace(0, -np.log10(ILL_CONDITION[precision(dtype)]), n)
+    a = (q * s) @ herm(q)
+    return ((a + herm(a)) / 2).astype(dtype)
+
+
+def with_garbage(rng, a, keep_lower):
+    """a with the triangle that must not be read (strictly upper if keep_lower) replaced."""
+    noise = random_rhs(rng, a.shape, a.dtype) * 7
+    return np.where(np.tri(a.shape[-1], dtype=bool) if keep_lower else
+                    ~np.tri(a.shape[-1], k=-1, dtype=bool), a, noise).astype(a.dtype)
+
+
+def reference_factor(a, lower):
+    """float64/complex128 NumPy Cholesky factor of a (Hermitian PD), lower or upper."""
+    a = np.asarray(a).astype(wide_dtype(a.dtype))
+    if a.size == 0:
+        return a
+    l = np.linalg.cholesky(a)
+    return l if lower else herm(l)
+
+
+def check_factor(a, c, lower, dtype):
+    """c factors the Hermitian PD a: shape, dtype, zero triangle, positive real diagonal,
+    A = L L^H (lower) or U^H U (upper) to a backward-error tolerance."""
+    a, c = np.asarray(a), np.asarray(c)
+    assert c.dtype == np.dtype(dtype), c.dtype
+    assert c.shape == a.shape, (c.shape, a.shape)
+    if c.size == 0:
+        return
+    n = a.shape[-1]
+    assert np.all(np.isfinite(c)), "a positive definite matrix gave non-finite factors"
+    unused = ~np.tri(n, dtype=bool) if lower else ~np.tri(n, dtype=bool).T
+    assert np.all(c[..., unused] == 0), "the unused triangle is not zero"
+    diag = np.diagonal(c, axis1=-2, axis2=-1)
+    assert np.all(diag.real > 0) and np.all(diag.imag == 0), f"diagonal {diag}"
+    w = c.astype(wide_dtype(dtype))
+    product = w @ herm(w) if lower else herm(w) @ w
+    err = rel_err(product, a.astype(wide_dtype(dtype)))
+    assert err <= rtol_for(dtype, n), f"||A - F F^H|| / ||A|| = {err:.3g}"
+
+
+def numpy_solve(a, b, vector):
+    """float64 NumPy reference for A x = b with jax.scipy.linalg.cho_solve's shape rules."""
+    a = np.asarray(a).astype(wide_dtype(a.dtype))
+    b = np.asarray(b).astype(wide_dtype(b.dtype))
+    bm = b[..., None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    bm = np.broadcast_to(bm, batch + bm.shape[-2:])
+    x = np.linalg.solve(a, bm) if a.size and bm.size else np.zeros(bm.shape, a.dtype)
+    return x[..., 0] if vector else x
+
+
+def solve_residual(a, x, b, vector):
+    """Normwise backward error ||A x - b|| / (||A|| ||x|| + ||b||), worst over the batch."""
+    a, x, b = (np.asarray(v).astype(np.complex128) for v in (a, x, b))
+    if vector:
+        x, b = x[..., None], b[..., None]
+    if x.size == 0:
+        return 0.0
+    a = np.broadcast_to(a, x.shape[:-2] + a.shape[-2:])
+    r = np.linalg.norm(a @ x - b, axis=(-2, -1))
+    scale = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(x, axis=(-2, -1))
+    scale = scale + np.linalg.norm(b, axis=(-2, -1))
+    return float(np.max(r / np.where(scale > 0, scale, 1.0)))
+
+
+def assert_trees_close(got, ref, dtype, n, what):
+    """Same structure, shapes and dtypes; floats within rtol_for (cond 10); NaN where ref is."""
+    got_leaves, ref_leaves = jax.tree.leaves(got), jax.tree.leaves(ref)
+    assert len(got_leaves) == len(ref_leaves), what
+    tol = rtol_for(dtype, n, 10)
+    for g, r in zip(got_leaves, ref_leaves):
+        g, r = np.asarray(g), np.asarray(r)
+        assert g.shape == r.shape and g.dtype == r.dtype, (what, g.shape, r.shape, g.dtype, r.dtype)
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# cholesky, cho_factor, cho_solve against JAX and NumPy/SciPy
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,shape,strategy", strategy_grid(DTYPES, SHAPES))
+def test_cholesky(rng, dtype, shape, strategy):
+    a = spd(rng, shape, dtype)
+    n = shape[-1]
+    tol = rtol_for(dtype, n, condition_number(a))
+    l = cholesky(jnp.asarray(a), strategy=strategy)
+    check_factor(a, l, True, dtype)
+    assert rel_err(l, reference_factor(a, True)) <= tol
+    assert rel_err(l, jnp.linalg.cholesky(a)) <= tol
+
+    u = cholesky(a, upper=True, strategy=strategy)
+    check_factor(a, u, False, dtype)
+    assert rel_err(u, jnp.linalg.cholesky(a, upper=True)) <= tol
+    assert rel_err(u, herm(np.asarray(l))) <= tol
+
+    # symmetrize_input=False reads only the lower triangle, for either output.
+    garbage = with_garbage(rng, a, keep_lower=True)
+    l2 = cholesky(garbage, symmetrize_input=False, strategy=strategy)
+    assert rel_err(l2, l) <= tol
+    assert rel_err(l2, jnp.linalg.cholesky(garbage, symmetrize_input=False)) <= tol
+    u2 = cholesky(garbage, upper=True, symmetrize_input=False, strategy=strategy)
+    assert rel_err(u2, u) <= tol
+
+
+@pytest.mark.parametrize("dtype,case,strategy", strategy_grid(DTYPES, CHO_FACTOR_CASES))
+def test_cho_factor(rng, dtype, case, strategy):
+    shape, lower = case
+    a = spd(rng, shape, dtype)
+    n = shape[-1]
+    tol = rtol_for(dtype, n, condition_number(a))
+    # Only the `lower` (else upper) triangle of a is read, as in (jax.)scipy.
+    garbage = with_garbage(rng, a, keep_lower=lower)
+    c, lower_out = cho_factor(jnp.asarray(garbage), lower, strategy=strategy)
+    assert lower_out is lower
+    check_factor(a, c, lower, dtype)
+    c_jax, _ = jsl.cho_factor(garbage, lower)
+    assert rel_err(c, c_jax) <= tol
+    assert rel_err(c, reference_factor(a, lower)) <= tol
+    if a.ndim == 2 and n:
+        # SciPy leaves its own input in the unused triangle; the used one must agree.
+        c_sp, _ = scipy.linalg.cho_factor(garbage.astype(wide_dtype(dtype)), lower)
+        used = np.tri(n, dtype=bool) if lower else np.tri(n, dtype=bool).T
+        assert rel_err(np.where(used, c, 0), np.where(used, c_sp, 0)) <= tol
+
+
+@pytest.mark.parametrize("dtype,case,strategy", strategy_grid(DTYPES, CHO_SOLVE_CASES))
+def test_cho_solve(rng, dtype, case, strategy):
+    c_shape, b_shape, lower = case
+    a = spd(rng, c_shape, dtype)
+    b = random_rhs(rng, b_shape, dtype)
+    n = c_shape[-1]
+    vector = len(b_shape) == 1
+    c, _ = jsl.cho_factor(a, lower)
+    x = cho_solve((c, lower), jnp.asarray(b), strategy=strategy)
+    x_jax = jsl.cho_solve((c, lower), b)
+    assert x.shape == x_jax.shape and x.dtype == x_jax.dtype == np.dtype(dtype)
+    core = 1 if vector else 2
+    tol = rtol_for(dtype, n, condition_number(a))
+    assert solve_residual(a, x, np.broadcast_to(b, x.shape), vector) <= rtol_for(dtype, n)
+    assert rel_err(x, numpy_solve(a, b, vector), core) <= tol
+    assert rel_err(x, x_jax, core) <= tol
+
+
+def test_factors_interoperate_with_jax_and_scipy(rng):
+    # Drop-in: factors from jax.scipy / SciPy (with its unused triangle left as garbage) work
+    # with our cho_solve, and ours with jax.scipy's.
+    a = spd(rng, (9, 9), np.float64)
+    b = random_rhs(rng, (9, 2), np.float64)
+    x_ref = numpy_solve(a, b, False)
+    tol = rtol_for(np.float64, 9, condition_number(a))
+    for lower in (True, False):
+        garbage = with_garbage(rng, a, keep_lower=lower)
+        for factors in (jsl.cho_factor(a, lower), scipy.linalg.cho_factor(garbage, lower)):
+            for s in ALL_STRATEGIES:
+                assert rel_err(cho_solve(factors, b, strategy=s), x_ref) <= tol, (lower, s)
+        assert rel_err(jsl.cho_solve(cho_factor(a, lower), b), x_ref) <= tol
+
+
+def test_cho_solve_batched_vector_is_deprecated_like_jax(rng):
+    # b of shape c.shape[:-1]: one vector per matrix, with a FutureWarning (as jax.scipy).
+    a = spd(rng, (3, 5, 5), np.float64)
+    b = random_rhs(rng, (3, 5), np.float64)
+    c = cho_factor(a, True)
+    with pytest.warns(FutureWarning, match="cho_solve"):
+        x = cho_solve(c, b)
+    assert x.shape == (3, 5)
+    x_ref = np.linalg.solve(a, b[..., None])[..., 0]
+    assert rel_err(x, x_ref, 1) <= rtol_for(np.float64, 5, condition_number(a))
+
+
+def test_cho_solve_promotes_like_jax(rng):
+    a = spd(rng, (4, 4), np.float32)
+    b = random_rhs(rng, (4, 2), np.complex128)
+    factors = jsl.cho_factor(a)
+    x = cho_solve(factors, b)
+    x_jax = jsl.cho_solve(factors, b)
+    assert x.dtype == x_jax.dtype
+    assert rel_err(x, x_jax) <= rtol_for(np.float32, 4, condition_number(a))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every strategy gives the same answer
+# ---------------------------------------------------------------------------------------------
+
+
+# On CPU every strategy runs the same JAX code: two dtypes suffice there.
+@pytest.mark.parametrize("dtype", DTYPES if FULL_GRID else (np.float32, np.complex128), ids=ids)
+def test_strategies_agree(rng, dtype):
+    n = 32
+    a = spd(rng, (6, n, n), dtype)
+    b = random_rhs(rng, (6, n, 12), dtype)
+    tol = rtol_for(dtype, n, condition_number(a))
+
+    @functools.partial(jax.jit, static_argnames="s")
+    def everything(a, b, s):
+        c, _ = cho_factor(a, strategy=s)
+        cl, _ = cho_factor(a, lower=True, strategy=s)
+        return dict(
+            l=cholesky(a, strategy=s),
+            c=c,
+            cl=cl,
+            # One right-hand side (potrsBatched), a few, and many (XLA's solves under auto).
+            x1=cho_solve((c, False), b[..., :1], strategy=s),
+            x3=cho_solve((cl, True), b[..., :3], strategy=s),
+            x12=cho_solve((c, False), b, strategy=s),
+            xv=cho_solve((cl, True), b[0, :, 0], strategy=s),
+        )
+
+    results = {s: jax.tree.map(np.asarray, everything(a, b, s)) for s in ALL_STRATEGIES}
+    x_ref = numpy_solve(a, b, False)
+    for s, r in results.items():
+        check_factor(a, r["l"], True, dtype)
+        check_factor(a, r["c"], False, dtype)
+        check_factor(a, r["cl"], True, dtype)
+        assert rel_err(r["x12"], x_ref) <= tol, s
+    base = results["looped"]
+    for s, r in results.items():
+        for key in base:
+            assert rel_err(r[key], base[key], 1 if key == "xv" else 2) <= tol, f"{key}: {s}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Not positive definite, NaN and ill-conditioned inputs: same behaviour as JAX
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+def test_not_positive_definite_gives_nan_like_jax(rng, dtype, strategy):
+    # Matrix 1 fails at a random leading minor, matrix 3 at the first; the rest must come out
+    # as if factored alone (a path sharing info across the batch fails here).
+    n = 8
+    a = spd(rng, (5, n, n), dtype)
+    k = rng.integers(1, n)
+    a[1, k, k] = -n
+    a[3] = -a[3]
+    bad, good = [1, 3], [0, 2, 4]
+    b = random_rhs(rng, (5, n, 2), dtype)
+    tol = rtol_for(dtype, n, condition_number(a[good]))
+    calls = {
+        "cholesky": (lambda a: cholesky(a, strategy=strategy), jnp.linalg.cholesky),
+        "cholesky_upper": (lambda a: cholesky(a, upper=True, strategy=strategy),
+                           lambda a: jnp.linalg.cholesky(a, upper=True)),
+        "cho_factor_lower": (lambda a: cho_factor(a, True, strategy=strategy)[0],
+                             lambda a: jsl.cho_factor(a, True)[0]),
+        "cho_factor_upper": (lambda a: cho_factor(a, strategy=strategy)[0],
+                             lambda a: jsl.cho_factor(a)[0]),
+    }
+    for name, (ours, theirs) in calls.items():
+        got, ref = np.asarray(ours(a)), np.asarray(theirs(a))
+        # JAX: the used triangle all NaN, the other zero.
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=name)
+        assert np.all(np.isnan(got[bad]).sum(axis=(-2, -1)) == n * (n + 1) // 2), name
+        assert rel_err(got[good], ref[good]) <= tol, name
+        lower = name in ("cholesky", "cho_factor_lower")
+        check_factor(a[good], got[good], lower, dtype)
+        x = np.asarray(cho_solve((got, lower), b, strategy=strategy))
+        assert np.all(np.isnan(x[bad])), name
+        assert rel_err(x[good], numpy_solve(a[good], b[good], False)) <= tol, name
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+def test_nan_input_propagates(rng, dtype, strategy):
+    n = 6
+    a = spd(rng, (3, n, n), dtype)
+    k = rng.integers(n)
+    a[1, k, k] = np.nan
+    for got in (cholesky(a, strategy=strategy), cholesky(a, upper=True, strategy=strategy),
+                cho_factor(a, True, strategy=strategy)[0], cho_factor(a, strategy=strategy)[0]):
+        got = np.asarray(got)
+        assert np.any(np.isnan(got[1])), "NaN input did not propagate into the factor"
+        assert np.all(np.isfinite(got[[0, 2]]))
+    # A NaN right-hand side propagates through a good factorization, and only in its column.
+    c = cho_factor(a[[0, 2]], strategy=strategy)
+    b = random_rhs(rng, (2, n, 3), dtype)
+    b[1, rng.integers(n), 2] = np.nan
+    x = np.asarray(cho_solve(c, b, strategy=strategy))
+    assert np.any(np.isnan(x[1, :, 2]))
+    assert np.all(np.isfinite(x[0])) and np.all(np.isfinite(x[1, :, :2]))
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+def test_ill_conditioned_spd(rng, dtype, strategy):
+    n = 24
+    a = ill_conditioned_spd(rng, (3, n, n), dtype)
+    b = random_rhs(rng, (3, n, 2), dtype)
+    cond = condition_number(a)
+    assert cond > ILL_CONDITION[precision(dtype)] / 10, cond
+    l = cholesky(a, strategy=strategy)
+    check_factor(a, l, True, dtype)  # backward stable whatever the conditioning
+    assert rel_err(l, reference_factor(a, True)) <= rtol_for(dtype, n, cond)
+    x = np.asarray(cho_solve((l, True), b, strategy=strategy))
+    assert np.all(np.isfinite(x))
+    assert solve_residual(a, x, b, False) <= rtol_for(dtype, n)
+    assert rel_err(x, numpy_solve(a, b, False)) <= rtol_for(dtype, n, cond)
+
+
+def test_input_is_not_modified(rng):
+    # The FFI factors and solves in place into its output buffers; the caller's arrays and
+    # values reused inside jit must not change.
+    a = jnp.asarray(spd(rng, (4, 12, 12), np.float64))
+    b = jnp.asarray(random_rhs(rng, (4, 12, 2), np.float64))
+    a_copy, b_copy = np.array(a), np.array(b)
+    for s in ALL_STRATEGIES:
+        cho_solve(cho_factor(a, strategy=s), b, strategy=s)
+        cholesky(a, strategy=s)
+        np.testing.assert_array_equal(np.asarray(a), a_copy, err_msg=s)
+        np.testing.assert_array_equal(np.asarray(b), b_copy, err_msg=s)
+
+    def f(a, b):
+        c = cho_factor(a)
+        return cho_solve(c, b), a * 2, b * 3
+
+    _, twice, thrice = jax.jit(f)(a, b)
+    np.testing.assert_array_equal(np.asarray(twice), a_copy * 2)
+    np.testing.assert_array_equal(np.asarray(thrice), b_copy * 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# jit and vmap
+# ---------------------------------------------------------------------------------------------
+
+
+def _spd_args(rng, dtype):
+    return (spd(rng, (3, 8, 8), dtype),)
+
+
+def _factor_args(lower):
+    def make(rng, dtype):
+        c, _ = jsl.cho_factor(spd(rng, (3, 8, 8), dtype), lower)
+        return (np.asarray(c), random_rhs(rng, (3, 8, 2), dtype))
+
+    return make
+
+
+# name -> (our call taking (strategy, *args), JAX reference taking args, input maker).
+OPS = {
+    "cholesky": (lambda s, a: cholesky(a, strategy=s), jnp.linalg.cholesky, _spd_args),
+    "cholesky_upper": (
+        lambda s, a: cholesky(a, upper=True, strategy=s),
+        lambda a: jnp.linalg.cholesky(a, upper=True),
+        _spd_args,
+    ),
+    "cho_factor": (lambda s, a: cho_factor(a, strategy=s)[0], lambda a: jsl.cho_factor(a)[0],
+                   _spd_args),
+    "cho_solve_lower": (
+        lambda s, c, b: cho_solve((c, True), b, strategy=s),
+        lambda c, b: jsl.cho_solve((c, True), b),
+        _factor_args(True),
+    ),
+    "cho_solve_upper": (
+        lambda s, c, b: cho_solve((c, False), b, strategy=s),
+        lambda c, b: jsl.cho_solve((c, False), b),
+        _factor_args(False),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "op,dtype,strategy", strategy_grid(sorted(OPS), [np.float32, np.complex128])
+)
+def test_jit(rng, dtype, op, strategy):
+    call, reference, make_args = OPS[op]
+    args = make_args(rng, dtype)
+    eager = call(strategy, *args)
+    jitted = jax.jit(functools.partial(call, strategy))(*args)
+    assert_trees_close(jitted, eager, dtype, 8, f"{op}: jit vs eager")
+    assert_trees_close(jitted, reference(*args), dtype, 8, f"{op}: jit vs JAX")
+
+
+@pytest.mark.parametrize(
+    "op,in_axis,dtype,strategy",
+    strategy_grid(["cholesky", "cho_factor", "cho_solve_lower", "cho_solve_upper"], [0, 1, -1],
+                  [np.float32, np.complex128]),
+)
+def test_vmap_in_axes(rng, dtype, op, in_axis, strategy):
+    # Every argument carries the mapped axis at in_axis (the stacked batch of 3 moved there).
+    call, reference, make_args = OPS[op]
+    args = make_args(rng, dtype)
+    moved = tuple(np.moveaxis(x, 0, in_axis) for x in args)
+    got = jax.vmap(functools.partial(call, strategy), in_axes=in_axis)(*moved)
+    assert_trees_close(got, reference(*args), dtype, 8, f"{op}: vmap in_axes={in_axis}")
+
+
+@pytest.mark.parametrize(
+    "in_axes,strategy", strategy_grid([(0, None), (None, 0), (1, -1), (-1, 1), (None, 2)])
+)
+def test_vmap_cho_solve_mixed_axes(rng, in_axes, strategy):
+    dtype, n, batch = np.complex64, 6, 4
+    c = np.asarray(jsl.cho_factor(spd(rng, (batch, n, n), dtype), True)[0])
+    b = random_rhs(rng, (batch, n, 2), dtype)
+    c_in = c[0] if in_axes[0] is None else np.moveaxis(c, 0, in_axes[0])
+    b_in = b[0] if in_axes[1] is None else np.moveaxis(b, 0, in_axes[1])
+    f = lambda c, b: cho_solve((c, True), b, strategy=strategy)
+    got = jax.vmap(f, in_axes=in_axes)(c_in, b_in)
+    ref = jax.vmap(lambda c, b: jsl.cho_solve((c, True), b), in_axes=in_axes)(c_in, b_in)
+    assert got.shape == ref.shape
+    assert rel_err(got, ref) <= rtol_for(dtype, n, 10)
+    if in_axes[0] is None:
+        # Only b mapped: the mapped axis becomes more right-hand sides, c is not copied.
+        jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=in_axes))(c_in, b_in)
+        eqn, = [e for e in jaxpr.eqns if e.primitive.name == "jcm_potrs"]
+        assert eqn.invars[0].aval.shape == (n, n)
+        assert eqn.invars[1].aval.shape == (n, 2 * batch)
+
+
+@pytest.mark.parametrize("strategy", strategy_grid())
+def test_vmap_nested(rng, strategy):
+    dtype, n = np.float64, 5
+    # a: (P, n, Q, n), mapped over P (axis 0) outside and Q (axis 1 of what is left) inside.
+    a = spd(rng, (2, 3, n, n), dtype)
+    b = random_rhs(rng, (2, 3, n), dtype)
+    a_in = np.moveaxis(a, 1, 2)
+
+    def inner(a, b):
+        c = cho_factor(a, strategy=strategy)
+        return cholesky(a, strategy=strategy), c[0], cho_solve(c, b, strategy=strategy)
+
+    got = jax.vmap(jax.vmap(inner, in_axes=(1, 0)), in_axes=(0, 0))(a_in, b)
+    ref = jax.vmap(jax.vmap(lambda a, b: (
+        jnp.linalg.cholesky(a), jsl.cho_factor(a)[0], jsl.cho_solve(jsl.cho_factor(a), b))))(a, b)
+    assert_trees_close(got, ref, dtype, n, "nested vmap")
+    # vmap over an argument that already has batch dimensions; b mapped twice, c never.
+    got = jax.vmap(lambda a: cholesky(a, upper=True, strategy=strategy))(a)
+    assert_trees_close(got, jnp.linalg.cholesky(a, upper=True), dtype, n, "vmap over batched")
+    c = cho_factor(a[0, 0])
+    got = jax.vmap(jax.vmap(lambda b: cho_solve(c, b, strategy=strategy)))(b)
+    assert_trees_close(got, jsl.cho_solve(c, b[..., None])[..., 0], dtype, n, "b-only nested")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients
+# ---------------------------------------------------------------------------------------------
+
+
+def _hermitian_from(a, lower):
+    """The Hermitian matrix that a's `lower` (else upper) triangle defines: what cho_factor and
+    cholesky(symmetrize_input=False) factor, so a reference whose derivative is known."""
+    a = a if lower else jnp.conj(jnp.swapaxes(a, -1, -2))
+    strict = jnp.tril(a, -1)
+    h = strict + jnp.conj(jnp.swapaxes(strict, -1, -2)) + jnp.diag(jnp.real(jnp.diagonal(a)))
+    return h if lower else jnp.conj(jnp.swapaxes(h, -1, -2))
+
+
+def _grad_case(name, strategy, rng, dtype):
+    """(our function, args, JAX reference function), small and well conditioned."""
+    a = spd(rng, (2, 4, 4), dtype)
+    b = random_rhs(rng, (2, 4, 2), dtype)
+    s = dict(strategy=strategy)
+    if name == "cholesky":
+        return (lambda a: cholesky(a, **s)), (a,), jnp.linalg.cholesky
+    if name == "cholesky_upper":
+        return ((lambda a: cholesky(a, upper=True, **s)), (a,),
+                lambda a: jnp.linalg.cholesky(a, upper=True))
+    # These read one triangle only (and the real part of the diagonal). JAX < 0.11
+    # differentiates them with the whole tangent, JAX >= 0.11 (and we) with the triangle read:
+    # the reference factors the Hermitian matrix that triangle defines.
+    if name == "cholesky_unsymmetrized":
+        return ((lambda a: cholesky(a, symmetrize_input=False, **s)), (a,),
+                lambda a: jnp.linalg.cholesky(jax.vmap(_hermitian_from, (0, None))(a, True)))
+    if name.startswith("cho_factor"):
+        lower = name.endswith("lower")
+        return ((lambda a: cho_factor(a, lower, **s)[0]), (a,),
+                lambda a: jsl.cho_factor(jax.vmap(_hermitian_from, (0, None))(a, lower), lower)[0])
+    if name.startswith("cho_solve"):
+        lower = "upper" not in name
+        c = np.asarray(jsl.cho_factor(a, lower)[0])
+        if name.endswith("vector"):
+            b = b[0, :, 0]
+        return ((lambda c, b: cho_solve((c, lower), b, **s)), (c, b),
+                lambda c, b: jsl.cho_solve((c, lower), b))
+    raise AssertionError(name)
+
+
+# case -> (dtype, order of check_grads)
+GRAD_CASES = {
+    "cholesky": (np.float64, 2),
+    "cholesky_upper": (np.complex128, 1),
+    "cholesky_unsymmetrized": (np.complex128, 1),
+    "cho_factor_lower": (np.complex128, 1),
+    "cho_factor_upper": (np.float64, 1),
+    "cho_solve_lower": (np.float64, 1),
+    "cho_solve_upper": (np.complex128, 1),
+    "cho_solve_vector": (np.float64, 1),
+}
+
+
+@pytest.mark.parametrize("name,strategy", strategy_grid(list(GRAD_CASES)))
+def test_check_grads(rng, name, strategy):
+    dtype, order = GRAD_CASES[name]
+    fn, args, _ = _grad_case(name, strategy, rng, dtype)
+    check_grads(jax.jit(fn), args, order=order, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name,strategy",
+    strategy_grid(["cholesky", "cholesky_unsymmetrized", "cho_factor_upper", "cho_solve_upper"]),
+)
+def test_jacobians_match_jax(rng, name, strategy):
+    dtype = np.float64
+    fn, args, ref_fn = _grad_case(name, strategy, rng, dtype)
+    refs = [ref_fn]
+    if JAX_VERSION >= (0, 11) and name == "cholesky_unsymmetrized":
+        refs.append(lambda a: jnp.linalg.cholesky(a, symmetrize_input=False))
+    if JAX_VERSION >= (0, 11) and name == "cho_factor_upper":
+        refs.append(lambda a: jsl.cho_factor(a)[0])
+    argnums = tuple(range(len(args)))
+    for jac in (jax.jacfwd, jax.jacrev):
+        got = jax.jit(jac(fn, argnums=argnums))(*args)
+        for ref_fn in refs:
+            ref = jax.jit(jac(ref_fn, argnums=argnums))(*args)
+            assert_trees_close(got, ref, dtype, 4, f"{name}: {jac.__name__}")
+
+
+def test_jit_grad_of_complex_loss_matches_jax(rng):
+    a = spd(rng, (2, 4, 4), np.complex128)
+    b = random_rhs(rng, (4, 3), np.complex128)
+
+    def loss(chol, solve):
+        def f(a, b):
+            l = chol(a)
+            return jnp.sum(jnp.abs(solve((l, True), b)) ** 2) + jnp.sum(jnp.abs(l) ** 2)
+
+        return f
+
+    got = jax.jit(jax.grad(loss(cholesky, cho_solve), argnums=(0, 1)))(a, b)
+    ref = jax.grad(loss(jnp.linalg.cholesky, jsl.cho_solve), argnums=(0, 1))(a, b)
+    assert_trees_close(got, ref, np.complex128, 4, "jit(grad) of a complex loss")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream semantics and concurrency
+# ---------------------------------------------------------------------------------------------
+
+
+def _pipeline(cho_factor_, cho_solve_, cholesky_):
+    """A jitted function whose factor input is made by XLA ops just before and whose outputs
+    are used by XLA ops just after: a missing fork (reading the input too early) or join (the
+    consumer reading the output too early) gives wrong numbers."""
+
+    def f(x, b):
+        n = x.shape[-1]
+        a = x @ jnp.conj(jnp.swapaxes(x, -1, -2)) + n * jnp.eye(n, dtype=x.dtype)
+        c = cho_factor_(a)
+        c_sum = jnp.sum(jnp.abs(c[0]), axis=(-2, -1))
+        x1 = cho_solve_(c, 2 * b[..., :1]) + 1
+        xs = cho_solve_(c, b) * 3
+        many = cho_solve_(c, jnp.concatenate([b] * 5, axis=-1)) - 1
+        l = cholesky_(a / n)
+        return c_sum, x1, xs, many, l * 2, a.sum()
+
+    return jax.jit(f)
+
+
+def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
+    kw = dict(strategy=strategy, lanes=lanes)
+    ours = _pipeline(functools.partial(cho_factor, **kw), functools.partial(cho_solve, **kw),
+                     functools.partial(cholesky, **kw))
+    ref = _pipeline(jsl.cho_factor, jsl.cho_solve, jnp.linalg.cholesky)
+    inputs = [
+        (jax.device_put(random_rhs(rng, (batch, n, n), dtype) / np.sqrt(n)),
+         jax.device_put(random_rhs(rng, (batch, n, 2), dtype)))
+        for _ in range(iterations)
+    ]
+    # Dispatch everything before looking at any result, so consecutive calls overlap.
+    got = [ours(*args) for args in inputs]
+    expected = [ref(*args) for args in inputs]
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert_trees_close(g, e, dtype, n, f"iteration {i}")
+
+
+@pytest.mark.parametrize("strategy", ["auto", "batched"])
+def test_pipeline_in_jit(rng, strategy):
+    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
+    _check_pipeline(rng, strategy, 2, np.float64, batch=4, n=8, iterations=3)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [1, 4, 16])
+@strategy_param
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
+    _check_pipeline(rng, strategy, lanes, dtype, batch=64, n=48, iterations=40)
+
+
+def _check_threads(rng, batch, n, iterations, lanes, threads=8):
+    """8 threads call shared jitted functions at once, each on its own data."""
+    dtype = np.float64
+    jitted = {
+        s: (jax.jit(functools.partial(cho_factor, lower=True, strategy=s, lanes=lanes)),
+            jax.jit(lambda c, b, s=s: cho_solve((c, True), b, strategy=s, lanes=lanes)))
+        for s in ALL_STRATEGIES
+    }
+    data = [[(spd(rng, (batch, n, n), dtype), random_rhs(rng, (batch, n, 2), dtype))
+             for _ in range(iterations)] for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def worker(t):
+        factor, solve = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
+        start.wait()
+        out = []
+        for a, b in data[t]:
+            c, _ = factor(a)
+            out.append((c, solve(c, b)))
+        return out
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(worker, range(threads)))
+
+    for t in range(threads):
+        for i, ((c, x), (a, b)) in enumerate(zip(results[t], data[t])):
+            check_factor(a, c, True, dtype)
+            tol = rtol_for(dtype, n, condition_number(a))
+            assert rel_err(x, numpy_solve(a, b, False)) <= tol, f"thread {t}, iteration {i}"
+
+
+def test_threads_cpu(rng):
+    _check_threads(rng, batch=4, n=12, iterations=3, lanes=2)
+
+
+@requires_gpu
+@pytest.mark.slow
+def test_threads_gpu(rng):
+    _check_threads(rng, batch=32, n=64, iterations=20, lanes=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# FFI dispatch: the CUDA lowering (checked by exporting, no GPU needed) and the CPU one
+# ---------------------------------------------------------------------------------------------
+
+_TARGETS = ("jcm_potrf", "jcm_potrs")
+
+
+def _cuda_module_text(fn, *args):
+    structs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in args]
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in _TARGETS]
+    exported = jax.export.export(jax.jit(fn), platforms=["cuda"], disabled_checks=checks)
+    return exported(*structs).mlir_module()
+
+
+def _custom_calls(text, target):
+    return [line for line in text.splitlines() if f"custom_call @{target}(" in line]
+
+
+@strategy_param
+def test_cuda_lowering_emits_ffi_targets(rng, monkeypatch, strategy):
+    # The CUDA rule calls the FFI only when the extension is loaded; pretend it is (lowering
+    # needs no GPU and no registered target).
+    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+    a = spd(rng, (4, 16, 16), np.float32)
+    b1, b4, b16 = (random_rhs(rng, (4, 16, k), np.float32) for k in (1, 4, 16))
+
+    def f(a, b1, b4, b16):
+        c = cho_factor(a, strategy=strategy)
+        return (cholesky(a, strategy=strategy), cho_solve(c, b1, strategy=strategy),
+                cho_solve(c, b4, strategy=strategy), cho_solve(c, b16, strategy=strategy))
+
+    text = _cuda_module_text(f, a, b1, b4, b16)
+    potrf, potrs = _custom_calls(text, "jcm_potrf"), _custom_calls(text, "jcm_potrs")
+    assert len(potrf) == 2, potrf
+    # Under auto, 16 right-hand sides go to XLA's triangular solves (strategy table).
+    assert len(potrs) == (2 if strategy == "auto" else 3), potrs
+    for line in potrf + potrs:
+        # Column-major matrices: minor-to-major (rows, cols, batch).
+        assert "operand_layouts = [dense<[1, 2, 0]>" in line, line
+        assert "output_operand_aliases" in line, line
+    assert any("lower = 1 : i32" in line for line in potrf)  # cholesky
+    assert any("lower = 0 : i32" in line for line in potrf)  # cho_factor's default upper
+    assert all("lower = 0 : i32" in line for line in potrs)
+    if strategy == "sequential":
+        assert all("strategy = 1 : i32" in line for line in potrf + potrs)
+    # JAX's own cuSOLVER Cholesky is not used next to ours.
+    assert "cusolver_potrf" not in text
+
+
+def test_cuda_lowering_without_extension_uses_jax(rng, monkeypatch):
+    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: False)
+    a = spd(rng, (4, 8, 8), np.float64)
+    text = jax.jit(lambda a: cholesky(a)).trace(a).lower(lowering_platforms=("cuda",)).as_text()
+    assert "jcm_potrf" not in text and "potrf" in text
+
+
+@strategy_param
+def test_cpu_lowering_has_no_ffi_call(rng, strategy):
+    a = spd(rng, (4, 16, 16), np.float64)
+    b = random_rhs(rng, (4, 16, 2), np.float64)
+    f = lambda a, b: cho_solve(cho_factor(a, strategy=strategy), b, strategy=strategy)
+    text = jax.jit(f).trace(a, b).lower(lowering_platforms=("cpu",)).as_text()
+    assert not any(t in text for t in _TARGETS)
+    assert "potrf" in text  # JAX's own LAPACK factorization instead
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: clear errors
+# ---------------------------------------------------------------------------------------------
+
+# name -> call taking one matrix-like argument
+_ONE_ARG_CALLS = {
+    "cholesky": lambda a: cholesky(a),
+    "cho_factor": lambda a: cho_factor(a),
+    "cho_solve": lambda a: cho_solve((a, True), np.ones(np.shape(a)[-1:], np.float32)),
+}
+
+
+@pytest.mark.parametrize(
+    "bad_dtype", [np.int32, np.int64, np.bool_, np.float16, jnp.bfloat16], ids=ids
+)
+@pytest.mark.parametrize("op", sorted(_ONE_ARG_CALLS))
+def test_unsupported_dtype_raises_type_error(op, bad_dtype):
+    call = _ONE_ARG_CALLS[op]
+    a = (np.arange(16).reshape(4, 4) % 3 + 4 * np.eye(4)).astype(bad_dtype)
+    with pytest.raises(TypeError) as info:
+        call(a)
+    message = str(info.value)
+    assert np.dtype(bad_dtype).name in message, message
+    assert op in message, message
+    with pytest.raises(TypeError):
+        jax.jit(call)(a)
+
+
+def test_unsupported_rhs_dtype_raises_type_error(rng):
+    c = cho_factor(spd(rng, (4, 4), np.float32))
+    with pytest.raises(TypeError, match="cho_solve.*int32"):
+        cho_solve(c, np.ones(4, np.int32))
+
+
+@pytest.mark.parametrize("shape", [(4,), ()], ids=ids)
+@pytest.mark.parametrize("op", sorted(_ONE_ARG_CALLS))
+def test_wrong_rank_raises_value_error(rng, op, shape):
+    v = random_rhs(rng, shape, np.float32)
+    with pytest.raises(ValueError, match=op):
+        _ONE_ARG_CALLS[op](v)
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (3, 6, 2)], ids=ids)
+@pytest.mark.parametrize("op", sorted(_ONE_ARG_CALLS))
+def test_non_square_raises_value_error(rng, op, shape):
+    a = random_matrix(rng, shape, np.float64, "general")
+    with pytest.raises(ValueError, match=op):
+        _ONE_ARG_CALLS[op](a)
+    with pytest.raises(ValueError):
+        jax.jit(_ONE_ARG_CALLS[op])(a)
+
+
+@pytest.mark.parametrize(
+    "c_shape,b_shape",
+    [((4, 4), (5,)), ((4, 4), (5, 2)), ((3, 4, 4), (3, 5, 1)), ((3, 4, 4), (2, 4, 1)),
+     ((4, 4), ())],
+    ids=ids,
+)
+def test_mismatched_b_raises_value_error(rng, c_shape, b_shape):
+    c = cho_factor(spd(rng, c_shape, np.float64))
+    b = random_rhs(rng, b_shape, np.float64)
+    with pytest.raises(ValueError):
+        cho_solve(c, b)
+
+
+@pytest.mark.parametrize("kwargs", [dict(strategy="fastest"), dict(lanes=0), dict(lanes=99)],
+                         ids=ids)
+def test_bad_options_raise(rng, kwargs):
+    a = spd(rng, (2, 4, 4), np.float32)
+    for call in (lambda: cholesky(a, **kwargs), lambda: cho_factor(a, **kwargs),
+                 lambda: cho_solve((a, True), a, **kwargs)):
+        with pytest.raises(ValueError):
+            call()
