@@ -34,6 +34,13 @@ BATCHED_MAX_N = {
     "sytrf": 0,
     "sytrs": 0,
 }
+# Double precision (float64, complex128) overrides, where the crossover moves. H100 float64:
+# getrfBatched 64x1024 33.9 ms vs 49.9 ms on 8 lanes; 16x2048 JAX 181 ms vs 28.5 ms on lanes.
+BATCHED_MAX_N_DOUBLE = {
+    "getrf": 1024,
+    "getrs": 1024,
+}
+
 # Public op names -> the routine whose strategy they follow.
 ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "getrf",
               "lu_solve": "getrs", "solve": "getrs", "inv": "getrs",
@@ -115,7 +122,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if batch <= 1:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "table")
-    limit = BATCHED_MAX_N.get(op, 0)
+    double = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
+    limit = (BATCHED_MAX_N_DOUBLE if double else BATCHED_MAX_N).get(op, BATCHED_MAX_N[op])
     if batched_ok and n <= limit:
         return make("batched", lanes or 1,
                     f"n={n} <= {limit}: the native batched API beats per-matrix calls here",
