@@ -65,7 +65,9 @@ struct potrf_traits {
     return ffi::Error::Success();
   }
   bool has_batched() const { return true; }
-  size_t batched_workspace(int64_t count) const { return count * sizeof(T*); }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return count * sizeof(T*);
+  }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     T** ptrs = static_cast<T**>(work);
     JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, ptrs, a + begin * n * n, n * n, end - begin));
@@ -103,7 +105,9 @@ struct potrs_traits {
   }
   // potrsBatched takes one right-hand side only.
   bool has_batched() const { return nrhs == 1; }
-  size_t batched_workspace(int64_t count) const { return 2 * count * sizeof(T*) + sizeof(int); }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return 2 * count * sizeof(T*) + sizeof(int);
+  }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     int64_t count = end - begin;
     T** c_ptrs = static_cast<T**>(work);
@@ -153,7 +157,9 @@ struct geqrf_traits {
     return ffi::Error::Success();
   }
   bool has_batched() const { return true; }
-  size_t batched_workspace(int64_t count) const { return 2 * count * sizeof(T*); }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return 2 * count * sizeof(T*);
+  }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     int64_t count = end - begin;
     T** a_ptrs = static_cast<T**>(work);
@@ -204,7 +210,7 @@ struct orgqr_traits {
     return ffi::Error::Success();
   }
   bool has_batched() const { return false; }
-  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
     return ffi::Error::Success();
   }
@@ -249,7 +255,7 @@ struct ormqr_traits {
     return ffi::Error::Success();
   }
   bool has_batched() const { return false; }
-  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
     return ffi::Error::Success();
   }

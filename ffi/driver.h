@@ -9,7 +9,7 @@
 //   ffi::ErrorOr<Workspace> query_workspace(const LaneContext&) const;
 //   ffi::Error run_item(const LaneContext&, int64_t item, const Workspace&, void* work) const;
 //   bool has_batched() const;               // a native batched API applies to this call
-//   size_t batched_workspace(int64_t count) const;
+//   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const;  // may query
 //   ffi::Error run_batched(const LaneContext&, int64_t begin, int64_t end, void* work) const;
 //   ffi::Error prologue(cudaStream_t xla_stream) const;   // on XLA's stream, before the fork
 #pragma once
@@ -161,7 +161,8 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   int64_t chunk = batch;
   if (batched) {
     chunk = (batch + nlanes - 1) / nlanes;
-    slot_bytes = align_up(op.batched_workspace(chunk));
+    JCM_ASSIGN_OR_RETURN(size_t chunk_bytes, op.batched_workspace(context_for(0), chunk));
+    slot_bytes = align_up(chunk_bytes);
   } else {
     JCM_ASSIGN_OR_RETURN(ws, detail::cached_workspace(op, context_for(0)));
     slot_bytes = align_up(ws.device_bytes);

@@ -68,7 +68,7 @@ struct sytrf_traits {
   }
 
   bool has_batched() const { return false; }
-  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
     return ffi::Error::Success();
   }
@@ -116,7 +116,7 @@ struct sytrs_traits {
   }
 
   bool has_batched() const { return false; }
-  size_t batched_workspace(int64_t) const { return 0; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
     return ffi::Error::Success();
   }

@@ -55,7 +55,9 @@ struct getrf_traits {
 
   // cuBLAS getrfBatched only takes square matrices.
   bool has_batched() const { return m == n; }
-  size_t batched_workspace(int64_t count) const { return count * sizeof(T*); }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return count * sizeof(T*);
+  }
 
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     int64_t count = end - begin;
@@ -102,7 +104,9 @@ struct getrs_traits {
   }
 
   bool has_batched() const { return true; }
-  size_t batched_workspace(int64_t count) const { return 2 * count * sizeof(T*); }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return 2 * count * sizeof(T*);
+  }
 
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     int64_t count = end - begin;
