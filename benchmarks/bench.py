@@ -231,6 +231,54 @@ def _qr_error(args, truth, out):
     return jnp.max(_fro(_mm(q, r) - a) / _fro(a))
 
 
+@jax.jit
+def _r_error(args, truth, r):
+    """||R^H R - A^H A|| / ||A||^2 (R alone fixes A^H A)."""
+    a, r = _f64(args[0], r)
+    gram = _mm(jnp.conj(jnp.swapaxes(a, -1, -2)), a)
+    return jnp.max(_fro(_mm(jnp.conj(jnp.swapaxes(r, -1, -2)), r) - gram) / _fro(a) ** 2)
+
+
+@jax.jit
+def _qr_multiply_error(args, truth, out):
+    """||A^H (Q c) - R^H c|| / (||A|| ||c||): A = Q R with Q^H Q = I."""
+    a, c = _f64(*args)
+    qc, r = _f64(*out)
+    ah = jnp.conj(jnp.swapaxes(a, -1, -2))
+    rh = jnp.conj(jnp.swapaxes(r, -1, -2))
+    return jnp.max(_fro(_mm(ah, qc) - _mm(rh, c)) / (_fro(a) * _fro(c)))
+
+
+@jax.jit
+def _factor_solution_error(args, truth, factors):
+    """The factorization solves A x = b: ||x - x_true|| / ||x_true||, the solve taken by the
+    factorization's own solver (LU for JAX's reference, LDL for ours)."""
+    b = args[1]
+    if "lu" in factors:
+        x = jax.scipy.linalg.lu_solve((factors["lu"], factors["piv"]), b)
+    else:
+        x = jcm.ldl_solve(factors["ld"], factors["piv"], b)
+    return _solution_error(args, truth, x)
+
+
+def _qr_r(a, **kw):
+    return jcm.qr(a, mode="r", **kw)
+
+
+def _qr_multiply(a, c, **kw):
+    return jcm.qr_multiply(a, c, mode="left", **kw)
+
+
+def _ldl_factor(a, b, **kw):
+    ld, piv = jcm.ldl_factor(a, **kw)
+    return {"ld": ld, "piv": piv}
+
+
+def _jax_lu_factor(a, b):
+    lu, piv = jax.scipy.linalg.lu_factor(a)
+    return {"lu": lu, "piv": piv}
+
+
 def _cho_solve(a, b, **kw):
     return jcm.cho_solve(jcm.cho_factor(a, lower=True, **kw), b, **kw)
 
@@ -281,7 +329,13 @@ OPS = {
         Op("cho_solve", _jax_cho_solve, None, _spd_with_solution, _solution_error,
            ours=_cho_solve, routine="potrf"),
         Op("qr", jnp.linalg.qr, "linalg.qr", _general, _qr_error, routine="geqrf"),
-        # JAX has no LDL: the reference is its LU solve of the same symmetric system.
+        Op("qr_r", lambda a: jnp.linalg.qr(a, mode="r"), None, _general, _r_error, ours=_qr_r,
+           routine="geqrf"),
+        Op("qr_multiply", lambda a, c: jax.scipy.linalg.qr_multiply(a, c, mode="left"), None,
+           _with_solution, _qr_multiply_error, ours=_qr_multiply, routine="geqrf"),
+        # JAX has no LDL: the references are its LU factorization and solve of the same system.
+        Op("ldl_factor", _jax_lu_factor, None, _symmetric_with_solution,
+           _factor_solution_error, ours=_ldl_factor, routine="sytrf"),
         Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _solution_error,
            ours=_ldl_solve, routine="sytrf"),
     ]

@@ -5,9 +5,13 @@
 #   bash benchmarks/gpu_session.sh                    # full benchmark grid
 #   bash benchmarks/gpu_session.sh --quick            # arguments go to benchmarks/bench.py
 #   SKIP_BUILD=1 SKIP_TESTS=1 bash benchmarks/gpu_session.sh --ops solve
+#   BENCH_PLAN=benchmarks/plans/issue4.txt bash benchmarks/gpu_session.sh   # one bench run per line
 #
 # SKIP_BUILD=1 reuses the installed build (a warm machine); SKIP_TESTS=1 skips pytest; CMAKE_ARGS
-# overrides the CUDA architectures (default: the GPU's own).
+# overrides the CUDA architectures (default: the GPU's own); TESTS names the test files (default:
+# all); PYTEST_WORKERS (default 8) spreads them over pytest-xdist workers where it is installed
+# (compiles dominate, and the GPU has room for several processes); BENCH_PLAN names a file with
+# one line of bench.py arguments per run (blank lines and '#' comments skipped).
 # No network is needed: the build uses what is installed (--no-build-isolation --no-deps).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -34,8 +38,8 @@ nvcc --version | tail -1; cmake --version | head -1
 if [[ -z "${SKIP_BUILD:-}" ]]; then
   # Only this GPU's architecture: a fraction of the default multi-architecture compile time.
   export CMAKE_ARGS="${CMAKE_ARGS:--DCMAKE_CUDA_ARCHITECTURES=native}"
-  step "build and install, CMAKE_ARGS=$CMAKE_ARGS (full log: $OUT/build.log)"
-  python3 -m pip install --no-build-isolation --no-deps -v . 2>&1 | tee "$OUT/build.log" | tail -30 \
+  step "build and install, CMAKE_ARGS=$CMAKE_ARGS (full log: /tmp/build.log)"
+  python3 -m pip install --no-build-isolation --no-deps -v . 2>&1 | tee "${LOGS:=/tmp}/build.log" | tail -30 \
     || { echo "BUILD FAILED"; exit 1; }
 fi
 
@@ -58,20 +62,35 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   step "tests (log: $OUT/pytest.log)"
   # -P: leave the current folder off sys.path, so the tests import the installed package.
   # Whole suite (no -x: one failure must not hide the others), bounded by TEST_TIMEOUT seconds.
-  timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest tests -q -rfs -p no:cacheprovider \
+  workers=()
+  if python3 -c "import xdist" 2>/dev/null; then workers=(-n "${PYTEST_WORKERS:-8}"); fi
+  # Several test processes share the GPU: no up-front claim of most of its memory by each.
+  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "${TEST_TIMEOUT:-420}" \
+    python3 -P -m pytest ${TESTS:-tests} -q -rfs -p no:cacheprovider "${workers[@]}" \
     ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log"
   tests_rc=$?
 fi
 
-step "benchmarks: ${*:-full grid} (log: $OUT/bench.log)"
 # bench.py imports the installed jax_cusolver_ms in preference to the source folder. Its table is
 # left out here and printed once at the end.
-python3 -m benchmarks.bench --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | sed '/^### /,$d'
-bench_rc=$?
+bench_rc=0
+run_bench() {
+  step "benchmarks: ${*:-full grid} (log: /tmp/bench.log)"
+  python3 -m benchmarks.bench --out "$OUT" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
+  local rc=${PIPESTATUS[0]}
+  (( rc != 0 )) && bench_rc=$rc
+}
+if [[ -n "${BENCH_PLAN:-}" ]]; then
+  while read -r line; do
+    [[ -z "${line// }" || "$line" == \#* ]] && continue
+    eval "run_bench $line"
+  done < "$BENCH_PLAN"
+elif [[ -z "${SKIP_BENCH:-}" ]]; then
+  run_bench "$@"
+fi
 
 step "summary"
 [[ -z "${SKIP_TESTS:-}" ]] && echo "pytest: $(tail -1 "$OUT/pytest.log") (exit $tests_rc)"
 echo "bench exit $bench_rc; files in $OUT:"; ls "$OUT"
-md=$(ls -t "$OUT"/*.md 2>/dev/null | head -1)
-[[ -n "$md" ]] && { echo; cat "$md"; }
+for md in $(ls -tr "$OUT"/*.md 2>/dev/null); do echo; cat "$md"; done
 exit $(( tests_rc != 0 ? tests_rc : bench_rc ))
