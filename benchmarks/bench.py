@@ -778,6 +778,28 @@ def main(argv=None) -> int:
     cells = []
     grid = [(OPS[o], d, b, n) for o in args.ops for d in args.dtypes for b, n in args.shapes]
     started = time.perf_counter()
+    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
+    stem = f"{args.tag or datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}_{gpu_slug}"
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, stem + ".json")
+    md_path = os.path.join(args.out, stem + ".md")
+    run_args = {k: v for k, v in vars(args).items()}
+    run_args["shapes"] = [f"{b}x{n}" for b, n in args.shapes]
+
+    def write_results():
+        # Rewritten after every cell: a run cut short still leaves every finished cell behind.
+        with open(json_path, "w") as f:
+            json.dump({"environment": env, "args": run_args, "cells": cells,
+                       "complete": len(cells) == len(grid),
+                       "seconds": round(time.perf_counter() - started, 1)}, f, indent=1)
+        with open(md_path, "w") as f:
+            f.write(markdown(cells, env, args.strategies))
+            if len(cells) < len(grid):
+                f.write(f"\n(partial: {len(cells)} of {len(grid)} cells)\n")
+            notes = failures(cells)
+            if notes:
+                f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
+
     for index, (op, dtype, batch, n) in enumerate(grid):
         t0 = time.perf_counter()
         try:
@@ -788,27 +810,13 @@ def main(argv=None) -> int:
                     "traceback": traceback.format_exc()}
         cell["seconds"] = round(time.perf_counter() - t0, 2)
         cells.append(cell)
+        write_results()
         times = " ".join(f"{k}={_ms(v)}" for k, v in cell["impls"].items())
         print(f"[{index + 1}/{len(grid)}] {op.name} {dtype} {batch}x{n}: {cell['status']} "
               f"{times} {cell.get('note', '')} ({cell['seconds']} s)", flush=True)
 
     table = markdown(cells, env, args.strategies)
     notes = failures(cells)
-    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
-    stem = f"{args.tag or datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}_{gpu_slug}"
-    os.makedirs(args.out, exist_ok=True)
-    json_path = os.path.join(args.out, stem + ".json")
-    md_path = os.path.join(args.out, stem + ".md")
-    run_args = {k: v for k, v in vars(args).items()}
-    run_args["shapes"] = [f"{b}x{n}" for b, n in args.shapes]
-    with open(json_path, "w") as f:
-        json.dump({"environment": env, "args": run_args, "cells": cells,
-                   "seconds": round(time.perf_counter() - started, 1)}, f, indent=1)
-    with open(md_path, "w") as f:
-        f.write(table)
-        if notes:
-            f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
-
     print(f"\n# wrote {json_path} and {md_path} "
           f"({time.perf_counter() - started:.0f} s)")
     if notes:
