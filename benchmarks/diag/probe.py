@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import scipy.linalg as sl
 import jax_cusolver_ms as jcm
+from jax_cusolver_ms._common import resolve_params
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests"))
 from conftest import random_matrix  # noqa: E402
 
@@ -54,7 +55,7 @@ def ldl_probe():
                   f"ld_err {np.abs(np.tril(np.asarray(ld)) - np.tril(ref_ld)).max():.2g}", flush=True)
             from jax_cusolver_ms import ldl as L
             p64 = jnp.asarray(np.asarray(piv), jnp.int64)
-            x_direct = L.sytrs.bind(jnp.asarray(ld), p64, jnp.asarray(b), lower=True, hermitian=False, strategy=1, lanes=1)[0]
+            x_direct = L.sytrs.bind(jnp.asarray(ld), p64, jnp.asarray(b), lower=True, hermitian=False, **resolve_params("sequential", None))[0]
             jax.block_until_ready(x_direct)
             ref = np.linalg.solve(a.astype(np.float64), b.astype(np.float64))
             print(f"   sytrs.bind(int64 pivots): x {np.asarray(x_direct).ravel()[:4]} ref {ref.ravel()[:4]}", flush=True)
