@@ -12,6 +12,11 @@
 //   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const;  // may query
 //   ffi::Error run_batched(const LaneContext&, int64_t begin, int64_t end, void* work) const;
 //   ffi::Error prologue(cudaStream_t xla_stream) const;   // on XLA's stream, before the fork
+// and, optionally:
+//   static constexpr bool kInputsOnHostSync = true;
+//     the routine reads its inputs outside its stream (e.g. a blocking copy on the legacy default
+//     stream, which XLA's and the lanes' non-blocking streams do not order with): each lane waits
+//     on the host until its stream has the inputs before its first call.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -134,6 +140,12 @@ ffi::ErrorOr<Workspace> cached_workspace(const Op& op, const LaneContext& ctx) {
 
 }  // namespace detail
 
+template <typename Op, typename = void>
+struct inputs_need_host_sync : std::false_type {};
+template <typename Op>
+struct inputs_need_host_sync<Op, std::void_t<decltype(Op::kInputsOnHostSync)>>
+    : std::bool_constant<Op::kInputsOnHostSync> {};
+
 template <typename Op>
 ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, const Op& op) {
   JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
@@ -173,6 +185,9 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   auto run_unit = [&](const LaneContext& ctx, int lane_index,
                       std::atomic<int64_t>& next) -> ffi::Error {
     void* slot = work ? work + slot_bytes * lane_index : nullptr;
+    if constexpr (inputs_need_host_sync<Op>::value) {
+      JCM_CUDA(cudaStreamSynchronize(ctx.stream));
+    }
     if (batched) {
       int64_t begin = lane_index * chunk, end = std::min(batch, begin + chunk);
       if (begin >= end) return ffi::Error::Success();

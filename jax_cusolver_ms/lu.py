@@ -39,6 +39,10 @@ def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    # cuSOLVER getrf can return finite factors for an input holding NaN (H100: its pivot search
+    # passes NaN rows over), and cuBLAS getrfBatched does not; NaN in, NaN out on every
+    # strategy, as LAPACK on the CPU.
+    has_nan = jnp.any(jnp.isnan(a), axis=(-2, -1))
     lu, ipiv, info = ffi_solver_call(
         "jcm_getrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
@@ -49,7 +53,7 @@ def _getrf_cuda(a, *, strategy, lanes):
     pivots = ipiv - 1  # LAPACK's 1-based pivots -> JAX's 0-based
     permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, m)
     # As JAX: only an illegal-argument info (< 0) poisons the result; singular U is returned.
-    lu = jnp.where((info < 0)[..., None, None], jnp.array(np.nan, a.dtype), lu)
+    lu = jnp.where(((info < 0) | has_nan)[..., None, None], jnp.array(np.nan, a.dtype), lu)
     return lu, pivots, permutation
 
 

@@ -83,6 +83,11 @@ XLA_MIN_NRHS = {"getrs": 8, "potrs": 8}
 # inv up to this n under `auto` is JAX's own end to end: H100 float32 64x128 JAX 0.49 ms vs
 # 0.60 ms for our getrf + XLA's triangular solves (64x256 and up: equal or faster here).
 INV_XLA_MAX_N = 128
+# Batches (>= 2) of matrices up to this n go to JAX's own lowering under `auto`: measured where
+# lanes lose. H100 float32: qr 256x64 JAX 1.84 ms vs 18.2 ms on 8 lanes, 64x128 9.85 vs 10.5 ms
+# (64x256: lanes 5.4x faster); cho_solve (one rhs) 64x512 JAX's two trsm 1.61 ms vs
+# potrsBatched 2.58 ms, 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster).
+XLA_MAX_N = {"geqrf": 128, "orgqr": 128, "potrs": 1024}
 
 
 def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
@@ -119,6 +124,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op]:
         return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "
                     f"triangular solves (cuBLAS trsm) beat {op} here", "table")
+    if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op]:
+        return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
+                    "or faster here (measured)", "table")
     if batch <= 1:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "table")

@@ -273,8 +273,11 @@ def test_lu(rng, dtype, shape, strategy):
 
     lu_jax, pivots_jax, permutation_jax = jax.lax.linalg.lu(jnp.asarray(a))
     tol = rtol_for(dtype, max(m, n), condition_number(a))
-    check_lu_matches(lu, pivots, lu_jax, pivots_jax, dtype, tol, precision(dtype) == "double")
-    if precision(dtype) == "double":
+    # Complex pivot searches compare |re| + |im| in different orders across libraries: near ties
+    # may pick different rows, both right (the reconstruction check above holds either way).
+    real_double = precision(dtype) == "double" and not is_complex(dtype)
+    check_lu_matches(lu, pivots, lu_jax, pivots_jax, dtype, tol, real_double)
+    if real_double:
         np.testing.assert_array_equal(permutation, permutation_jax)
 
 
@@ -495,9 +498,16 @@ def test_lu_factor_singular(rng, dtype, shape, strategy):
     a = random_matrix(rng, shape, dtype, "singular")
     lu, piv = jcm.lu_factor(jnp.asarray(a), strategy=strategy)
     lu = np.asarray(lu)
-    # Like JAX: no NaN, an exactly zero pivot on U's diagonal, and P A = L U still holds.
+    # Like JAX: no NaN, an exactly zero pivot on U's diagonal, and P A = L U still holds, except
+    # on cuBLAS getrfBatched (the GPU batched strategy, and JAX's own GPU path for batches of
+    # small matrices): it stops at the first zero pivot (H100: P A != L U past it, as with JAX).
     assert not np.any(np.isnan(lu)), "singular matrix gave NaN in the LU factors"
-    check_lu_factorization(a, lu, piv, dtype)
+    cublas_batched = jcm.gpu_available() and jcm.explain(
+        "getrf", a.shape, dtype, strategy=strategy).strategy == "batched"
+    if cublas_batched:
+        check_pivots(piv, shape[-2], shape[-1], tuple(shape[:-2]))
+    else:
+        check_lu_factorization(a, lu, piv, dtype)
     diag = np.diagonal(lu, axis1=-2, axis2=-1)
     assert np.all(np.any(diag == 0, axis=-1)), f"no exact zero on U's diagonal: {diag}"
 

@@ -593,7 +593,8 @@ def _exported_text(fn, shapes, dtype, platform):
     return exported(*args).mlir_module()
 
 
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+# "auto" sends these small batches to JAX's own QR (strategy.XLA_MAX_N): tested below.
+@pytest.mark.parametrize("strategy", [s for s in ALL_STRATEGIES if s != "auto"])
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
 def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
     # Exported for CUDA on whatever machine this is; the lowering needs only the extension's
@@ -606,6 +607,16 @@ def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
             assert (target in text) == (target in EXPECTED_TARGETS[name]), (name, target)
         # JAX's own cuSOLVER QR is not used next to ours.
         assert "cusolver_geqrf" not in text and "cusolver_orgqr" not in text, name
+
+
+@pytest.mark.parametrize("n, ours", [(64, False), (256, True)])
+def test_auto_lowering_follows_the_measured_table(monkeypatch, n, ours):
+    # Batches of small matrices: JAX's own QR (measured faster); larger n: our lanes.
+    if not _ffi.extension_loaded():
+        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+    text = _exported_text(lambda a: qr(a), [(8, n, n)], np.float32, "cuda")
+    assert ("jcm_geqrf" in text) == ours and ("jcm_orgqr" in text) == ours
+    assert ("cusolver_geqrf" in text) != ours
 
 
 def _lowered_text(fn, shapes, dtype, platform):
@@ -634,7 +645,9 @@ def test_gpu_lowering_uses_ffi(strategy):
 def test_explain_knows_the_qr_ops():
     for op in ("qr", "geqrf", "householder_product", "orgqr", "qr_multiply", "ormqr"):
         plan = jcm.explain(op, (8, 16, 12), np.dtype(np.float32))
-        assert plan.strategy in ("looped", "sequential", "batched") and plan.lanes >= 1
+        assert plan.strategy in ("looped", "sequential", "batched", "xla") and plan.lanes >= 1
+        plan = jcm.explain(op, (8, 512, 512), np.dtype(np.float32))
+        assert plan.strategy == "looped" and plan.lanes == 8, plan
 
 
 # ---------------------------------------------------------------------------------------------
