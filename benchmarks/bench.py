@@ -147,6 +147,12 @@ def _spd(key, batch, n, dtype):
     return (spd,), None
 
 
+def _symmetric(key, batch, n, dtype):
+    """Symmetric (A + A^T) / 2 of a random matrix: a spread-out real spectrum."""
+    (a,), _ = _general(key, batch, n, dtype)
+    return ((a + jnp.swapaxes(a, -1, -2)) / 2,), None
+
+
 def _spd_with_solution(key, batch, n, dtype):
     ka, kx = jax.random.split(key)
     (a,), _ = _spd(ka, batch, n, dtype)
@@ -277,6 +283,48 @@ def _ldl_factor(a, b, **kw):
 def _jax_lu_factor(a, b):
     lu, piv = jax.scipy.linalg.lu_factor(a)
     return {"lu": lu, "piv": piv}
+def _eigh_error(args, truth, out):
+    """||A V - V diag(w)|| / ||A|| plus ||V^H V - I|| / sqrt(n) (both sign/phase-free)."""
+    (a,) = _f64(*args)
+    w, v = out
+    w, v = _f64(w, v)
+    n = a.shape[-1]
+    residual = _fro(_mm(a, v) - v * w[..., None, :]) / _fro(a)
+    orthogonality = _fro(_mm(jnp.conj(jnp.swapaxes(v, -1, -2)), v) - jnp.eye(n)) / jnp.sqrt(n)
+    return jnp.max(residual + orthogonality)
+
+
+def _sorted_eigenvalues(a):
+    return jnp.sort(jnp.linalg.eigvalsh(a.astype(jnp.float64)), axis=-1)
+
+
+@jax.jit
+def _eigvalsh_error(args, truth, w):
+    """max |w - w_float64| / ||A||_F, against float64 eigenvalues of the same matrices."""
+    (a,) = args
+    ref = _sorted_eigenvalues(a)
+    err = jnp.max(jnp.abs(w.astype(jnp.float64) - ref), axis=-1)
+    return jnp.max(err / _fro(a.astype(jnp.float64)))
+
+
+@jax.jit
+def _eig_error(args, truth, out):
+    """max_j ||A v_j - w_j v_j|| / ||A|| (columns of unit norm, so phase-free)."""
+    a = args[0].astype(jnp.complex128)
+    w, v = out
+    w, v = w.astype(jnp.complex128), v.astype(jnp.complex128)
+    residual = jnp.linalg.norm(_mm(a, v) - v * w[..., None, :], axis=-2)
+    return jnp.max(jnp.max(residual, axis=-1) / _fro(a))
+
+
+@jax.jit
+def _eigvals_error(args, truth, w):
+    """Eigenvalues as a set: the largest distance from one of them to the nearest of a float64
+    reference (the order is the solver's), over ||A||_F."""
+    a = args[0]
+    ref = jnp.linalg.eigvals(a.astype(jnp.complex128 if jnp.iscomplexobj(a) else jnp.float64))
+    d = jnp.abs(w.astype(jnp.complex128)[..., :, None] - ref[..., None, :])
+    return jnp.max(jnp.max(jnp.min(d, axis=-1), axis=-1) / _fro(a.astype(jnp.complex128)))
 
 
 def _cho_solve(a, b, **kw):
@@ -336,6 +384,12 @@ OPS = {
         # JAX has no LDL: the references are its LU factorization and solve of the same system.
         Op("ldl_factor", _jax_lu_factor, None, _symmetric_with_solution,
            _factor_solution_error, ours=_ldl_factor, routine="sytrf"),
+        Op("eigh", jnp.linalg.eigh, "linalg.eigh", _symmetric, _eigh_error, routine="eigh"),
+        Op("eigvalsh", jnp.linalg.eigvalsh, "linalg.eigvalsh", _symmetric, _eigvalsh_error,
+           routine="eigh"),
+        Op("eig", jnp.linalg.eig, "linalg.eig", _general, _eig_error, routine="geev"),
+        Op("eigvals", jnp.linalg.eigvals, "linalg.eigvals", _general, _eigvals_error,
+           routine="geev"),
         Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _solution_error,
            ours=_ldl_solve, routine="sytrf"),
     ]

@@ -7,6 +7,7 @@
 #include <cusolverDn.h>
 
 #include <string>
+#include <type_traits>
 
 namespace jcm {
 
@@ -14,13 +15,15 @@ template <typename T>
 struct solver_api;
 
 // One block per element type; adding a routine adds one line to the macro. ORG/ORM name the
-// orthogonal (real) or unitary (complex) Householder routines: orgqr/ungqr, ormqr/unmqr.
-#define JCM_SOLVER_API(T, L, ORG, ORM)                                              \
+// orthogonal (real) or unitary (complex) Householder routines: orgqr/ungqr, ormqr/unmqr; EVJ the
+// symmetric (real) or Hermitian (complex) Jacobi eigensolver: syevj/heevj.
+#define JCM_SOLVER_API(T, L, ORG, ORM, EVJ)                                         \
   template <>                                                                       \
   struct solver_api<T> {                                                            \
     static constexpr char kLetter = #L[0];                                          \
     static constexpr const char* kOrgqr = #ORG;                                     \
     static constexpr const char* kOrmqr = #ORM;                                     \
+    static constexpr const char* kSyevj = #EVJ;                                     \
     static constexpr auto getrf_buffer_size = cusolverDn##L##getrf_bufferSize;      \
     static constexpr auto getrf = cusolverDn##L##getrf;                             \
     static constexpr auto getrs = cusolverDn##L##getrs;                             \
@@ -40,12 +43,17 @@ struct solver_api;
     static constexpr auto ormqr = cusolverDn##L##ORM;                               \
     static constexpr auto sytrf_buffer_size = cusolverDn##L##sytrf_bufferSize;      \
     static constexpr auto sytrf = cusolverDn##L##sytrf;                             \
+    static constexpr auto syevj_buffer_size = cusolverDn##L##EVJ##_bufferSize;      \
+    static constexpr auto syevj = cusolverDn##L##EVJ;                               \
+    static constexpr auto syevj_batched_buffer_size =                               \
+        cusolverDn##L##EVJ##Batched_bufferSize;                                     \
+    static constexpr auto syevj_batched = cusolverDn##L##EVJ##Batched;              \
   };
 
-JCM_SOLVER_API(float, S, orgqr, ormqr)
-JCM_SOLVER_API(double, D, orgqr, ormqr)
-JCM_SOLVER_API(cuComplex, C, ungqr, unmqr)
-JCM_SOLVER_API(cuDoubleComplex, Z, ungqr, unmqr)
+JCM_SOLVER_API(float, S, orgqr, ormqr, syevj)
+JCM_SOLVER_API(double, D, orgqr, ormqr, syevj)
+JCM_SOLVER_API(cuComplex, C, ungqr, unmqr, heevj)
+JCM_SOLVER_API(cuDoubleComplex, Z, ungqr, unmqr, heevj)
 #undef JCM_SOLVER_API
 
 // The cudaDataType of an element type, for the 64-bit generic API (cusolverDnX...).
@@ -59,6 +67,37 @@ template <>
 constexpr cudaDataType cuda_data_type<cuComplex>() { return CUDA_C_32F; }
 template <>
 constexpr cudaDataType cuda_data_type<cuDoubleComplex>() { return CUDA_C_64F; }
+
+// The real type of an element type (eigenvalues, singular values) and its cudaDataType; and
+// the complex type of the same precision (eigenvalues of a general matrix).
+template <typename T>
+struct real_of;
+template <>
+struct real_of<float> { using type = float; };
+template <>
+struct real_of<double> { using type = double; };
+template <>
+struct real_of<cuComplex> { using type = float; };
+template <>
+struct real_of<cuDoubleComplex> { using type = double; };
+template <typename T>
+using real_t = typename real_of<T>::type;
+
+template <typename T>
+struct complex_of;
+template <>
+struct complex_of<float> { using type = cuComplex; };
+template <>
+struct complex_of<double> { using type = cuDoubleComplex; };
+template <>
+struct complex_of<cuComplex> { using type = cuComplex; };
+template <>
+struct complex_of<cuDoubleComplex> { using type = cuDoubleComplex; };
+template <typename T>
+using complex_t = typename complex_of<T>::type;
+
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex_t<T>>;
 
 // routine_name<float>("cusolverDn", "getrf") == "cusolverDnSgetrf".
 template <typename T>

@@ -6,6 +6,8 @@ jax.scipy.linalg counterpart; on a machine without a GPU it runs JAX's own imple
 """
 from ._ffi import gpu_available, lane_count, library_versions
 from .cholesky import cho_factor, cho_solve, cholesky
+from .eig import EigResult, eig, eigvals, lax_eig
+from .eigh import EighResult, eigh, eigvalsh, lax_eigh
 from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
@@ -15,8 +17,9 @@ from .strategy import explain
 __version__ = "0.1.0"
 
 __all__ = [
-    "QRResult", "STRATEGIES", "cho_factor", "cho_solve", "cholesky", "config", "det", "explain",
-    "gpu_available", "householder_product", "inv", "lane_count", "ldl_factor", "ldl_solve",
+    "EigResult", "EighResult", "QRResult", "STRATEGIES", "cho_factor", "cho_solve", "cholesky",
+    "config", "det", "eig", "eigh", "eigvals", "eigvalsh", "explain", "gpu_available",
+    "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh", "ldl_factor", "ldl_solve",
     "library_versions", "lu", "lu_factor", "lu_solve", "ormqr", "qr", "qr_multiply", "slogdet",
     "solve",
 ]

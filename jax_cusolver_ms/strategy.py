@@ -33,7 +33,20 @@ BATCHED_MAX_N = {
     "ormqr": 0,
     "sytrf": 0,
     "sytrs": 0,
+    # cusolverDnXsyevBatched (what JAX 0.11 uses above n = 32) beat Xsyevd on 8 lanes at every
+    # size measured (ANCHORS.md: 64x128 vs 29.4 ms looped, 64x512 28.6 vs 198 ms, 16x1024 59.2
+    # ms); where lanes take over above this is still to be measured (16x2048, 4x4096).
+    "syevd": 2048,
+    # syevjBatched takes n <= 32 only (BATCHED_API_MAX_N); JAX's own choice there.
+    "syevj": 32,
+    "geev": 0,       # no batched API: lanes (geev blocks the host: one thread per lane)
 }
+# Batched APIs that take no larger matrices than this, whatever the strategy says.
+BATCHED_API_MAX_N = {"syevj": 32}
+# eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
+# divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
+# on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
+EIGH_JACOBI_MAX_N = 32
 # Double precision (float64, complex128) overrides, where the crossover moves. H100 float64:
 # getrfBatched 64x1024 33.9 ms vs 49.9 ms on 8 lanes; 16x2048 JAX 181 ms vs 28.5 ms on lanes.
 BATCHED_MAX_N_DOUBLE = {
@@ -46,7 +59,9 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
               "lu_solve": "getrs", "solve": "getrs", "inv": "getrs",
               "cholesky": "potrf", "cho_factor": "potrf", "cho_solve": "potrs",
               "qr": "geqrf", "householder_product": "orgqr", "qr_multiply": "ormqr",
-              "ldl_factor": "sytrf", "ldl_solve": "sytrs"}
+              "ldl_factor": "sytrf", "ldl_solve": "sytrs",
+              "eigh": "syevd", "eigvalsh": "syevd", "lax_eigh": "syevd",
+              "eig": "geev", "eigvals": "geev", "lax_eig": "geev"}
 # Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
 SQUARE_ONLY_BATCHED = {"getrf"}
 # Batched APIs with one right-hand side only.
@@ -103,7 +118,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     rows, cols = shape
     n = max(rows, cols)
     batched_ok = (not (op in SQUARE_ONLY_BATCHED and rows != cols)
-                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0)
+                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0
+                  and n <= BATCHED_API_MAX_N.get(op, n))
     cap = max(1, batch)
     make = lambda s, l, why, src: Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src)
 

@@ -1,0 +1,336 @@
+// Eigendecompositions as traits for run_looped: the symmetric/Hermitian one (divide and conquer:
+// Xsyevd per item, XsyevBatched for the batched strategy; Jacobi: syevj per item, syevjBatched
+// for n <= 32) and the general one (Xgeev per item; there is no batched geev).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dispatch.h"
+#include "driver.h"
+#include "handler_util.h"
+#include "handlers.h"
+#include "solver_api.h"
+
+namespace jcm {
+
+namespace {
+
+constexpr int64_t kSyevjBatchedMaxN = 32;  // cuSOLVER's limit for syevjBatched
+
+template <typename T>
+std::string letter_key(std::initializer_list<int64_t> dims) {
+  std::string key(1, solver_api<T>::kLetter);
+  for (int64_t d : dims) key += ":" + std::to_string(d);
+  return key;
+}
+
+// The Jacobi solvers read their controls from a syevjInfo_t and write results (residual, sweeps)
+// back into it, so two concurrent calls must not share one. Each lane is one persistent thread
+// and the inline path runs on XLA's calling thread: one object per thread is one per concurrent
+// call, created on first use, without touching the lane pool.
+class JacobiParams {
+ public:
+  static ffi::ErrorOr<syevjInfo_t> ForThisThread() {
+    thread_local JacobiParams holder;
+    if (holder.info_ == nullptr) {
+      syevjInfo_t info = nullptr;
+      JCM_CUSOLVER("cusolverDnCreateSyevjInfo", cusolverDnCreateSyevjInfo(&info));
+      holder.info_ = info;
+      // Ascending eigenvalues, as JAX (the library default; set so it never depends on it).
+      JCM_CUSOLVER("cusolverDnXsyevjSetSortEig", cusolverDnXsyevjSetSortEig(info, 1));
+    }
+    return holder.info_;
+  }
+  ~JacobiParams() {
+    if (info_ != nullptr) cusolverDnDestroySyevjInfo(info_);
+  }
+
+ private:
+  JacobiParams() = default;
+  syevjInfo_t info_ = nullptr;
+};
+
+// --- Symmetric / Hermitian: A = V diag(w) V^H, w ascending ----------------------------------
+
+template <typename T>
+struct syevd_traits {
+  static constexpr const char* kName = "syevd";
+  static constexpr cusolverEigMode_t kJobz = CUSOLVER_EIG_MODE_VECTOR;
+  int64_t items, n;
+  cublasFillMode_t uplo;
+  bool jacobi;
+  const void* a_in;
+  T* a;  // the triangle `uplo` of A in, the eigenvectors out (in place)
+  real_t<T>* w;
+  int* info;
+  size_t a_bytes;
+
+  int64_t batch() const { return n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
+    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({n, uplo, jacobi}); }
+
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    if (jacobi) {
+      JCM_ASSIGN_OR_RETURN(syevjInfo_t params, JacobiParams::ForThisThread());
+      int lwork = 0;
+      JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kSyevj) + "_bufferSize",
+                   solver_api<T>::syevj_buffer_size(ctx.solver, kJobz, uplo, n, a, n, w, &lwork,
+                                                    params));
+      return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+    }
+    Workspace ws;
+    JCM_CUSOLVER("cusolverDnXsyevd_bufferSize",
+                 cusolverDnXsyevd_bufferSize(ctx.solver, ctx.params, kJobz, uplo, n,
+                                             cuda_data_type<T>(), a, n,
+                                             cuda_data_type<real_t<T>>(), w, cuda_data_type<T>(),
+                                             &ws.device_bytes, &ws.host_bytes));
+    return ws;
+  }
+
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    T* a_i = a + i * n * n;
+    real_t<T>* w_i = w + i * n;
+    if (jacobi) {
+      JCM_ASSIGN_OR_RETURN(syevjInfo_t params, JacobiParams::ForThisThread());
+      JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kSyevj),
+                   solver_api<T>::syevj(ctx.solver, kJobz, uplo, n, a_i, n, w_i,
+                                        static_cast<T*>(work),
+                                        static_cast<int>(ws.device_bytes / sizeof(T)), info + i,
+                                        params));
+      return ffi::Error::Success();
+    }
+    JCM_CUSOLVER("cusolverDnXsyevd",
+                 cusolverDnXsyevd(ctx.solver, ctx.params, kJobz, uplo, n, cuda_data_type<T>(), a_i,
+                                  n, cuda_data_type<real_t<T>>(), w_i, cuda_data_type<T>(), work,
+                                  ws.device_bytes, ctx.lane->host_workspace(ws.host_bytes),
+                                  ws.host_bytes, info + i));
+    return ffi::Error::Success();
+  }
+
+  bool has_batched() const { return !jacobi || n <= kSyevjBatchedMaxN; }
+
+  // Device and host bytes of one batched call over `count` matrices (both APIs want a query).
+  ffi::ErrorOr<Workspace> batched_sizes(const LaneContext& ctx, int64_t count) const {
+    if (jacobi) {
+      JCM_ASSIGN_OR_RETURN(syevjInfo_t params, JacobiParams::ForThisThread());
+      int lwork = 0;
+      JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kSyevj) + "Batched_bufferSize",
+                   solver_api<T>::syevj_batched_buffer_size(ctx.solver, kJobz, uplo, n, a, n, w,
+                                                            &lwork, params,
+                                                            static_cast<int>(count)));
+      return Workspace{static_cast<size_t>(lwork) * sizeof(T), 0};
+    }
+    Workspace ws;
+    JCM_CUSOLVER("cusolverDnXsyevBatched_bufferSize",
+                 cusolverDnXsyevBatched_bufferSize(
+                     ctx.solver, ctx.params, kJobz, uplo, n, cuda_data_type<T>(), a, n,
+                     cuda_data_type<real_t<T>>(), w, cuda_data_type<T>(), &ws.device_bytes,
+                     &ws.host_bytes, count));
+    return ws;
+  }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext& ctx, int64_t count) const {
+    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
+    return ws.device_bytes;
+  }
+
+  // The driver sized the slot for the largest chunk; this chunk (the last may be smaller) asks
+  // for no more than that.
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
+    const int64_t count = end - begin;
+    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
+    T* a_chunk = a + begin * n * n;
+    real_t<T>* w_chunk = w + begin * n;
+    if (jacobi) {
+      JCM_ASSIGN_OR_RETURN(syevjInfo_t params, JacobiParams::ForThisThread());
+      JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kSyevj) + "Batched",
+                   solver_api<T>::syevj_batched(ctx.solver, kJobz, uplo, n, a_chunk, n, w_chunk,
+                                                static_cast<T*>(work),
+                                                static_cast<int>(ws.device_bytes / sizeof(T)),
+                                                info + begin, params, static_cast<int>(count)));
+      return ffi::Error::Success();
+    }
+    JCM_CUSOLVER("cusolverDnXsyevBatched",
+                 cusolverDnXsyevBatched(ctx.solver, ctx.params, kJobz, uplo, n,
+                                        cuda_data_type<T>(), a_chunk, n,
+                                        cuda_data_type<real_t<T>>(), w_chunk, cuda_data_type<T>(),
+                                        work, ws.device_bytes,
+                                        ctx.lane->host_workspace(ws.host_bytes), ws.host_bytes,
+                                        info + begin, count));
+    return ffi::Error::Success();
+  }
+};
+
+// --- General: right eigenvectors only (cuSOLVER computes no left ones) ----------------------
+//
+// For real A the eigenvalues come back complex (W of the complex type: the documented option
+// that returns both members of a conjugate pair) and the eigenvectors in LAPACK's packed real
+// form (a pair's real and imaginary parts in adjacent columns); Python unpacks them.
+
+template <typename T>
+struct geev_traits {
+  static constexpr const char* kName = "geev";
+  int64_t items, n;
+  bool right;  // compute the right eigenvectors
+  const void* a_in;
+  T* a;  // a copy of A that geev overwrites
+  complex_t<T>* w;
+  T* vr;  // (n, n) per item when `right`, else unused
+  int* info;
+  size_t a_bytes;
+
+  cusolverEigMode_t jobvr() const {
+    return right ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  }
+  int64_t ldvr() const { return right ? n : 1; }
+  int64_t batch() const { return n == 0 ? 0 : items; }
+  ffi::Error prologue(cudaStream_t stream) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
+    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+  std::string workspace_key() const { return letter_key<T>({n, right}); }
+
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    Workspace ws;
+    JCM_CUSOLVER("cusolverDnXgeev_bufferSize",
+                 cusolverDnXgeev_bufferSize(
+                     ctx.solver, ctx.params, CUSOLVER_EIG_MODE_NOVECTOR, jobvr(), n,
+                     cuda_data_type<T>(), a, n, cuda_data_type<complex_t<T>>(), w,
+                     cuda_data_type<T>(), nullptr, 1, cuda_data_type<T>(),
+                     right ? vr : nullptr, ldvr(), cuda_data_type<T>(), &ws.device_bytes,
+                     &ws.host_bytes));
+    return ws;
+  }
+
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER("cusolverDnXgeev",
+                 cusolverDnXgeev(ctx.solver, ctx.params, CUSOLVER_EIG_MODE_NOVECTOR, jobvr(), n,
+                                 cuda_data_type<T>(), a + i * n * n, n,
+                                 cuda_data_type<complex_t<T>>(), w + i * n, cuda_data_type<T>(),
+                                 nullptr, 1, cuda_data_type<T>(),
+                                 right ? vr + i * n * n : nullptr, ldvr(), cuda_data_type<T>(),
+                                 work, ws.device_bytes, ctx.lane->host_workspace(ws.host_bytes),
+                                 ws.host_bytes, info + i));
+    return ffi::Error::Success();
+  }
+
+  bool has_batched() const { return false; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
+  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+    return ffi::Error::Success();
+  }
+};
+
+ffi::ErrorOr<MatrixBatch> square_batch(ffi::AnyBuffer a, const char* op) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), op, "a"));
+  if (mb.rows != mb.cols) return invalid_argument(std::string(op) + ": a must be square");
+  return mb;
+}
+
+}  // namespace
+
+ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> v,
+                         ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                         int32_t lower, int32_t jacobi, int32_t strategy, int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, square_batch(a, "syevd"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "syevd"));
+  if (v->element_type() != a.element_type()) {
+    return invalid_argument("syevd: the eigenvectors must have the dtype of a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(v->dimensions(), batch_shape(a.dimensions(), 0, {}), "syevd",
+                                 "eigenvectors"));
+  JCM_RETURN_IF_ERROR(check_dims(w->dimensions(), batch_shape(a.dimensions(), 2, {mb.rows}),
+                                 "syevd", "eigenvalues"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "syevd",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "syevd", [&](auto tag) -> ffi::Error {
+    using T = typename decltype(tag)::type;
+    if (w->element_type() != (sizeof(real_t<T>) == 4 ? ffi::DataType::F32 : ffi::DataType::F64)) {
+      return invalid_argument("syevd: the eigenvalues must have the real dtype of a");
+    }
+    syevd_traits<T> op{mb.batch,
+                       mb.rows,
+                       lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER,
+                       jacobi != 0,
+                       a.untyped_data(),
+                       static_cast<T*>(v->untyped_data()),
+                       static_cast<real_t<T>*>(w->untyped_data()),
+                       info->typed_data(),
+                       a.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+ffi::Error geev_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                        ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> a_out,
+                        ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::AnyBuffer> vr,
+                        ffi::Result<ffi::Buffer<ffi::S32>> info,
+                        int32_t compute_right_eigenvectors, int32_t strategy, int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, square_batch(a, "geev"));
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "geev"));
+  const bool right = compute_right_eigenvectors != 0;
+  if (a_out->element_type() != a.element_type() || vr->element_type() != a.element_type()) {
+    return invalid_argument("geev: the overwritten copy of a and vr must have the dtype of a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(a_out->dimensions(), batch_shape(a.dimensions(), 0, {}), "geev",
+                                 "a_out"));
+  JCM_RETURN_IF_ERROR(check_dims(w->dimensions(), batch_shape(a.dimensions(), 2, {mb.rows}),
+                                 "geev", "eigenvalues"));
+  // Without right eigenvectors vr is an empty (..., 0, 0) placeholder.
+  const int64_t vr_n = right ? mb.rows : 0;
+  JCM_RETURN_IF_ERROR(check_dims(vr->dimensions(),
+                                 batch_shape(a.dimensions(), 2, {vr_n, vr_n}), "geev", "vr"));
+  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "geev",
+                                 "info"));
+  CallConfig call{stream, device, s, lanes};
+  return dispatch_solver_dtype(a.element_type(), "geev", [&](auto tag) -> ffi::Error {
+    using T = typename decltype(tag)::type;
+    const ffi::DataType complex_dtype =
+        sizeof(real_t<T>) == 4 ? ffi::DataType::C64 : ffi::DataType::C128;
+    if (w->element_type() != complex_dtype) {
+      return invalid_argument("geev: the eigenvalues must have the complex dtype of a's precision");
+    }
+    geev_traits<T> op{mb.batch,
+                      mb.rows,
+                      right,
+                      a.untyped_data(),
+                      static_cast<T*>(a_out->untyped_data()),
+                      static_cast<complex_t<T>*>(w->untyped_data()),
+                      static_cast<T*>(vr->untyped_data()),
+                      info->typed_data(),
+                      a.size_bytes()};
+    return run_looped(call, scratch, op);
+  });
+}
+
+}  // namespace jcm
+
+// Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_syevd, jcm::syevd_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a
+                                  .Ret<xla::ffi::AnyBuffer>()              // eigenvectors
+                                  .Ret<xla::ffi::AnyBuffer>()              // eigenvalues
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("lower")
+                                  .Attr<int32_t>("jacobi")
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geev, jcm::geev_handler,
+                              JCM_SOLVER_CTX
+                                  .Arg<xla::ffi::AnyBuffer>()              // a
+                                  .Ret<xla::ffi::AnyBuffer>()              // a (overwritten)
+                                  .Ret<xla::ffi::AnyBuffer>()              // eigenvalues
+                                  .Ret<xla::ffi::AnyBuffer>()              // right eigenvectors
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
+                                  .Attr<int32_t>("compute_right_eigenvectors")
+                                  .Attr<int32_t>("strategy")
+                                  .Attr<int32_t>("lanes"));

@@ -1,0 +1,147 @@
+"""Symmetric / Hermitian eigendecomposition: the syevd primitive and eigh, eigvalsh, lax_eigh.
+
+Semantics follow jax.numpy.linalg.eigh / eigvalsh (and jax.lax.linalg.eigh for lax_eigh), so
+imports can be swapped: eigenvalues ascending, NaN in every matrix whose solver failed.
+
+Two algorithms, one switch (`implementation`, as jax.lax.linalg.eigh's): divide and conquer
+("qr": Xsyevd per matrix, cusolverDnXsyevBatched for the batched strategy) and Jacobi
+("jacobi": syevj per matrix, syevjBatched for n <= 32). None picks as JAX does on CUDA: Jacobi
+up to n = strategy.EIGH_JACOBI_MAX_N, divide and conquer above. The strategy (lanes, XLA's
+stream, the batched API) is chosen independently of the algorithm.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import strategy as _strategy
+from ._compat import ad
+from ._primitive import SolverPrimitive, ffi_solver_call
+from ._common import as_matrix, batch_size, info_result, matmul, mh, nan_unless_ok, resolve_params
+
+
+def _real_dtype(dtype):
+    return np.finfo(np.dtype(dtype)).dtype
+
+
+def _symmetrize(x):
+    return (x + mh(x)) / 2
+
+
+# --- syevd ------------------------------------------------------------------------------------
+# Reads the triangle named by `lower`; returns (eigenvectors, eigenvalues) as jax.lax.linalg.eigh.
+
+def _syevd_shapes(a, *, lower, jacobi, strategy, lanes):
+    n = a.shape[-1]
+    if a.shape != (n, n):
+        raise ValueError(f"eigh: a must be square, got shape {a.shape}")
+    return [(a.shape, a.dtype), ((n,), _real_dtype(a.dtype))]
+
+
+def _syevd_jax(a, *, lower, jacobi, strategy, lanes):
+    # JAX's own (LAPACK syevd on CPU); the Jacobi choice is a GPU matter.
+    v, w = lax.linalg.eigh(a, lower=lower, symmetrize_input=False)
+    return [v, w]
+
+
+def _syevd_cuda(a, *, lower, jacobi, strategy, lanes):
+    n = a.shape[-1]
+    choice = _strategy.choose("syevj" if jacobi else "syevd", batch_size(a, 2), (n, n), a.dtype,
+                              strategy, lanes)
+    if not choice.uses_ffi:
+        return _syevd_jax(a, lower=lower, jacobi=jacobi, strategy=strategy, lanes=lanes)
+    v, w, info = ffi_solver_call(
+        "jcm_syevd", [a],
+        [jax.ShapeDtypeStruct(a.shape, a.dtype),
+         jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
+        matrix_operands={0}, matrix_results={0}, aliases={0: 0},
+        lower=lower, jacobi=jacobi, strategy=choice.code, lanes=choice.lanes)
+    return [nan_unless_ok(v, info), nan_unless_ok(w, info)]
+
+
+syevd = SolverPrimitive("jcm_syevd", core_ranks=(2,), shape_rule=_syevd_shapes,
+                        jax_impl=_syevd_jax, cuda_impl=_syevd_cuda)
+
+
+def _syevd_jvp(primals, tangents, *, lower, jacobi, strategy, lanes):
+    # jax.lax.linalg's rule (non-degenerate perturbation theory; Giles, NA-08-01 sec. 3.1),
+    # including its primal on the symmetrized input.
+    (a,), (a_dot,) = primals, tangents
+    v, w_real = syevd.bind(_symmetrize(a), lower=lower, jacobi=jacobi, strategy=strategy,
+                           lanes=lanes)
+    a_dot = ad.instantiate_zeros(a_dot)
+    w = w_real.astype(a.dtype)
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    # 1 / (w_j - w_i) off the diagonal, 0 on it, without dividing by zero there.
+    f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
+    vh_a_dot_v = matmul(matmul(mh(v), a_dot), v)
+    v_dot = matmul(v, f * vh_a_dot_v)
+    w_dot = jnp.real(jnp.diagonal(vh_a_dot_v, axis1=-2, axis2=-1))
+    return [v, w_real], [v_dot, w_dot]
+
+
+syevd.defjvp(_syevd_jvp)
+
+
+# --- public API -------------------------------------------------------------------------------
+
+class EighResult(NamedTuple):
+    """As jnp.linalg.eigh's result."""
+    eigenvalues: jax.Array
+    eigenvectors: jax.Array
+
+
+def _lower_from_uplo(op, uplo):
+    if uplo is None or uplo == "L":
+        return True
+    if uplo == "U":
+        return False
+    raise ValueError(f"{op}: UPLO must be one of None, 'L', or 'U', got {uplo!r}")
+
+
+def _use_jacobi(op, implementation, n):
+    if implementation is None:
+        return n <= _strategy.EIGH_JACOBI_MAX_N
+    name = getattr(implementation, "value", implementation)  # lax.linalg.EighImplementation
+    if name in ("qr", "jacobi"):
+        return name == "jacobi"
+    raise ValueError(f"{op}: implementation must be None, 'qr' or 'jacobi' (or "
+                     f"jax.lax.linalg.EighImplementation.QR / JACOBI), got {implementation!r}")
+
+
+def lax_eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
+             implementation=None, strategy=None, lanes=None):
+    """Like jax.lax.linalg.eigh: (v, w) with x = v diag(w) v^H, w ascending (real), NaN where
+    the solver failed. Without symmetrize_input only the triangle named by `lower` is read.
+    sort_eigenvalues is accepted for compatibility: every cuSOLVER path sorts, as JAX's GPU
+    and CPU lowerings do. implementation: None, "qr" or "jacobi" (see the module docstring)."""
+    del sort_eigenvalues
+    x = as_matrix("eigh", x, square=True)
+    jacobi = _use_jacobi("eigh", implementation, x.shape[-1])
+    if symmetrize_input:
+        x = _symmetrize(x)
+    v, w = syevd.bind(x, lower=bool(lower), jacobi=jacobi, **resolve_params(strategy, lanes))
+    return v, w
+
+
+def eigh(a, UPLO=None, symmetrize_input=True, *, sort_eigenvalues=True, implementation=None,
+         strategy=None, lanes=None):
+    """Like jax.numpy.linalg.eigh: (eigenvalues, eigenvectors), eigenvalues ascending, column
+    v[..., :, i] the eigenvector of w[..., i]; UPLO "L" (default) or "U" names the triangle read
+    when symmetrize_input is False. sort_eigenvalues and implementation as lax_eigh."""
+    lower = _lower_from_uplo("eigh", UPLO)
+    v, w = lax_eigh(a, lower=lower, symmetrize_input=symmetrize_input,
+                    sort_eigenvalues=sort_eigenvalues, implementation=implementation,
+                    strategy=strategy, lanes=lanes)
+    return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strategy=None,
+             lanes=None):
+    """Like jax.numpy.linalg.eigvalsh: the eigenvalues, ascending."""
+    return eigh(a, UPLO, symmetrize_input, implementation=implementation, strategy=strategy,
+                lanes=lanes).eigenvalues

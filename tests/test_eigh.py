@@ -1,0 +1,391 @@
+"""Tests for the symmetric / Hermitian eigendecomposition: eigh, eigvalsh, lax_eigh.
+
+Eigenvectors are fixed only up to a sign / phase (and inside a repeated eigenvalue, up to a
+rotation of the eigenspace), so results are checked through what is unique: eigenvalues,
+reconstruction V diag(w) V^H = A, orthonormality, and the spectral projectors of eigenvalue
+clusters. References: float64 NumPy and jax.numpy.linalg. On CPU every strategy runs JAX's own
+implementation; the GPU run covers the FFI paths (both algorithms, every strategy).
+"""
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jax_cusolver_ms as jcm
+from jax_cusolver_ms import _ffi
+from jax_cusolver_ms.eigh import eigh, eigvalsh, lax_eigh
+from conftest import (
+    ALL_STRATEGIES,
+    DTYPES,
+    is_complex,
+    param_id,
+    random_matrix,
+    random_rhs,
+    rel_err,
+    requires_gpu,
+    rtol_for,
+    strategy_grid,
+    wide_dtype,
+)
+
+ids = param_id
+IMPLEMENTATIONS = ("qr", "jacobi")
+# (batch..., n, n): n = 1, batch 0 and 1, several batch dims; n = 40 is above the Jacobi cut-off
+# (32) that implementation=None uses, so both algorithms run under the default.
+SHAPES = [(1, 1), (6, 6), (0, 4, 4), (1, 5, 5), (2, 3, 7, 7), (3, 40, 40)]
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted(fn, static):
+    return jax.jit(functools.partial(fn, **dict(static)))
+
+
+def jit_call(fn, *args, **static):
+    """One cached jit per (fn, static options): one compile per shape."""
+    return _jitted(fn, tuple(sorted(static.items())))(*args)
+
+
+def _h(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def _wide(x):
+    x = np.asarray(x)
+    return x.astype(wide_dtype(x.dtype))
+
+
+def hermitian(rng, shape, dtype):
+    a = random_matrix(rng, shape, dtype, "general")
+    return ((a + _h(a)) / 2).astype(dtype)
+
+
+def with_spectrum(rng, batch, spectrum, dtype):
+    """Q diag(spectrum) Q^H for random unitary Q (float64 construction)."""
+    n = len(spectrum)
+    q, _ = np.linalg.qr(_wide(random_matrix(rng, tuple(batch) + (n, n), dtype, "general")))
+    return ((q * np.asarray(spectrum, float)) @ _h(q)).astype(dtype), q
+
+
+def check_eigh(a, w, v, dtype, hermitian_a=None):
+    """w ascending and real, V^H V = I, V diag(w) V^H = A, w = float64 NumPy's."""
+    a_h = a if hermitian_a is None else hermitian_a
+    *batch, n, _ = a.shape
+    real = np.finfo(np.dtype(dtype)).dtype
+    assert w.shape == tuple(batch) + (n,) and w.dtype == real, (w.shape, w.dtype)
+    assert v.shape == a.shape and v.dtype == np.dtype(dtype), (v.shape, v.dtype)
+    w, v = np.asarray(w), np.asarray(v)
+    assert np.all(np.isfinite(w)) and np.all(np.isfinite(v)), "finite input gave non-finite output"
+    assert np.all(np.diff(w, axis=-1) >= 0), "eigenvalues not ascending"
+    tol = rtol_for(dtype, n)
+    eye = np.broadcast_to(np.eye(n), v.shape)
+    assert rel_err(_h(_wide(v)) @ _wide(v), eye) <= tol, "V^H V != I"
+    scale = np.linalg.norm(_wide(a_h), 2, axis=(-2, -1), keepdims=True) if a.size else 1
+    recon = (_wide(v) * _wide(w)[..., None, :]) @ _h(_wide(v))
+    assert np.max(np.abs(recon - _wide(a_h)) / np.maximum(scale, 1e-300), initial=0) <= tol, \
+        "V diag(w) V^H != A"
+    if a.size:
+        w_ref = np.linalg.eigvalsh(_wide(a_h))
+        assert np.max(np.abs(w - w_ref) / np.maximum(scale[..., 0], 1e-300)) <= tol, \
+            "eigenvalues != NumPy's"
+
+
+def projector(v, w, lo, hi):
+    """The spectral projector onto the eigenvalues in [lo, hi)."""
+    mask = ((w >= lo) & (w < hi))[..., None, :]
+    v = _wide(v)
+    return (v * mask) @ _h(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# eigh / eigvalsh
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,shape,strategy", strategy_grid(DTYPES, SHAPES))
+def test_eigh(rng, dtype, shape, strategy):
+    a = hermitian(rng, shape, dtype)
+    w, v = jit_call(eigh, a, strategy=strategy)
+    check_eigh(a, w, v, dtype)
+    ref_w, ref_v = jnp.linalg.eigh(a)
+    assert w.dtype == ref_w.dtype and v.dtype == ref_v.dtype
+    tol = rtol_for(dtype, shape[-1])
+    if a.size:
+        assert rel_err(w, ref_w, 1) <= tol, "eigenvalues != jnp's"
+    np.testing.assert_array_equal(np.asarray(jit_call(eigvalsh, a, strategy=strategy)),
+                                  np.asarray(w))
+
+
+@pytest.mark.parametrize("dtype,implementation,strategy",
+                         strategy_grid(DTYPES, IMPLEMENTATIONS))
+@pytest.mark.parametrize("n", [8, 33], ids=ids)
+def test_implementations_agree(rng, dtype, implementation, strategy, n):
+    # Well-separated spectrum: every eigenvector is unique up to phase, so |V1^H V2| = I.
+    spectrum = np.arange(n) - n / 2
+    a, q = with_spectrum(rng, (5,), spectrum, dtype)
+    w, v = jit_call(eigh, a, implementation=implementation, strategy=strategy)
+    check_eigh(a, w, v, dtype)
+    overlap = np.abs(_h(_wide(v)) @ q)
+    assert rel_err(overlap, np.broadcast_to(np.eye(n), overlap.shape)) <= rtol_for(dtype, n) * n
+    other = "qr" if implementation == "jacobi" else "jacobi"
+    w2, _ = jit_call(eigh, a, implementation=jax.lax.linalg.EighImplementation(other),
+                     strategy=strategy)
+    assert rel_err(w, w2, 1) <= rtol_for(dtype, n)
+
+
+@pytest.mark.parametrize("dtype,uplo,strategy", strategy_grid(DTYPES, ["L", "U"]))
+def test_one_triangle_without_symmetrize(rng, dtype, uplo, strategy):
+    a = hermitian(rng, (3, 9, 9), dtype)
+    garbage = random_matrix(rng, (3, 9, 9), dtype, "general")
+    other = np.triu(garbage, 1) if uplo == "L" else np.tril(garbage, -1)
+    kept = np.tril(a) if uplo == "L" else np.triu(a)
+    w, v = jit_call(eigh, kept + other, UPLO=uplo, symmetrize_input=False, strategy=strategy)
+    check_eigh(a, w, v, dtype)
+    ref_w, _ = jnp.linalg.eigh(kept + other, UPLO=uplo, symmetrize_input=False)
+    assert rel_err(w, ref_w, 1) <= rtol_for(dtype, 9)
+    # lax_eigh's `lower` is the same switch.
+    v2, w2 = jit_call(lax_eigh, kept + other, lower=uplo == "L", symmetrize_input=False,
+                      sort_eigenvalues=False, strategy=strategy)
+    assert rel_err(w2, w, 1) <= rtol_for(dtype, 9) and v2.shape == v.shape
+
+
+@pytest.mark.parametrize("dtype,implementation,strategy",
+                         strategy_grid(DTYPES, IMPLEMENTATIONS))
+def test_repeated_and_clustered_eigenvalues(rng, dtype, implementation, strategy):
+    eps = np.finfo(np.dtype(dtype)).eps
+    spectrum = [-2, -2, -2, 0.5, 1, 1 + 100 * eps, 1 + 200 * eps, 3, 3]
+    a, q = with_spectrum(rng, (4,), spectrum, dtype)
+    w, v = jit_call(eigh, a, implementation=implementation, strategy=strategy)
+    check_eigh(a, w, v, dtype)
+    truth = np.sort(spectrum)
+    assert np.max(np.abs(np.asarray(w) - truth)) <= rtol_for(dtype, 9) * 3
+    # The eigenspace of each cluster is unique even where its basis is not.
+    for lo, hi in [(-3, -1), (0.9, 1.1), (2, 4)]:
+        inside = (truth >= lo) & (truth < hi)
+        ref = (q * inside) @ _h(q)
+        assert rel_err(projector(v, np.asarray(w), lo, hi), ref) <= rtol_for(dtype, 9) * 10
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+def test_nan_input_stays_in_its_matrix(rng, dtype, strategy):
+    a = hermitian(rng, (3, 6, 6), dtype)
+    a[1, 2, 3] = a[1, 3, 2] = np.nan
+    w, v = jit_call(eigh, a, strategy=strategy)
+    assert np.isnan(np.asarray(w[1])).any(), "NaN input gave NaN-free eigenvalues"
+    check_eigh(a[[0, 2]], w[np.array([0, 2])], v[np.array([0, 2])], dtype)
+
+
+def test_sort_eigenvalues_and_implementation_options(rng):
+    a = hermitian(rng, (2, 12, 12), np.float64)
+    for impl in (None, "qr", "jacobi", jax.lax.linalg.EighImplementation.JACOBI):
+        v, w = lax_eigh(a, sort_eigenvalues=False, implementation=impl)
+        check_eigh(a, w, v, np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transformations
+# ---------------------------------------------------------------------------------------------
+
+
+def test_vmap_any_axis_and_nested(rng):
+    a = hermitian(rng, (3, 4, 7, 7), np.complex64)
+    ref_w = np.asarray(eigvalsh(a))
+    tol = rtol_for(np.complex64, 7)
+    for axis in (0, 1):
+        got = jax.vmap(eigvalsh, in_axes=axis, out_axes=axis)(np.moveaxis(a, 0, axis)
+                                                              if axis else a)
+        assert rel_err(got, np.moveaxis(ref_w, 0, axis) if axis else ref_w, 1) <= tol
+    # The matrix axes in other places: vmap over a matrix's row axis of a stack.
+    stacked = np.moveaxis(a[0], 0, 2)  # (7, 7, 4): item k is stacked[:, :, k]
+    got = jax.vmap(eigvalsh, in_axes=2)(stacked)
+    assert rel_err(got, ref_w[0], 1) <= tol
+    nested = jax.jit(jax.vmap(jax.vmap(lambda m: eigh(m, strategy="looped", lanes=2))))
+    w, v = nested(a)
+    check_eigh(a, w, v, np.complex64)
+
+
+GRAD_CASES = [((5, 5), np.float64), ((2, 4, 4), np.complex128), ((1, 1), np.float64)]
+
+
+@pytest.mark.parametrize("shape,dtype", GRAD_CASES, ids=ids)
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_check_grads(rng, shape, dtype, implementation):
+    n = shape[-1]
+    a, _ = with_spectrum(rng, shape[:-2], np.arange(n) * 1.5 - 2, dtype)
+    f = jax.jit(lambda a: eigh(a, implementation=implementation))
+    # Eigenvectors' phases are not differentiable: check gauge-free functions of them.
+    g = jax.jit(lambda a: (lambda w, v: (w, jnp.abs(v) ** 2))(*eigh(a, implementation=implementation)))
+    check_grads(g, (a,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    check_grads(lambda a: f(a).eigenvalues, (a,), order=2, modes=("fwd", "rev"), atol=1e-6,
+                rtol=1e-6)
+
+
+def test_jvp_matches_jax(rng):
+    a, _ = with_spectrum(rng, (2,), np.arange(6) - 2.5, np.complex128)
+    da = hermitian(rng, (2, 6, 6), np.complex128) + 0.3 * random_rhs(rng, (2, 6, 6), np.complex128)
+    for uplo, sym in (("L", True), ("U", False)):
+        (w1, v1), (dw1, dv1) = jax.jvp(lambda a: eigh(a, uplo, sym), (a,), (da,))
+        (w2, v2), (dw2, dv2) = jax.jvp(lambda a: jnp.linalg.eigh(a, uplo, sym), (a,), (da,))
+        assert rel_err(dw1, dw2, 1) <= 1e-10
+        # Same phases on CPU (same LAPACK call): the vector tangents agree outright.
+        assert rel_err(dv1, dv2) <= 1e-10 or not np.allclose(v1, v2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream semantics and concurrency
+# ---------------------------------------------------------------------------------------------
+
+
+def _pipeline(eigh_fn):
+    """Inputs made by XLA ops just before, outputs used just after: a missing fork or join gives
+    wrong numbers. Compared: eigenvalues and a matrix function (gauge-free)."""
+
+    def f(x):
+        a = (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2 + 0.1
+        w, v = eigh_fn(a)
+        exp_a = (v * jnp.exp(w / 10)[..., None, :]) @ jnp.conj(jnp.swapaxes(v, -1, -2))
+        return 2 * w + 1, exp_a * 3
+
+    return jax.jit(f)
+
+
+def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
+    ours = _pipeline(functools.partial(eigh, strategy=strategy, lanes=lanes))
+    ref = _pipeline(jnp.linalg.eigh)
+    inputs = [jax.device_put(random_rhs(rng, (batch, n, n), dtype)) for _ in range(iterations)]
+    got = [ours(x) for x in inputs]
+    expected = [ref(x) for x in inputs]
+    tol = rtol_for(dtype, n, 10)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert rel_err(g[0], e[0], 1) <= tol, f"iteration {i}: eigenvalues"
+        assert rel_err(g[1], e[1]) <= tol, f"iteration {i}: matrix function"
+
+
+@pytest.mark.parametrize("strategy", ["auto", "looped"])
+def test_pipeline_in_jit(rng, strategy):
+    _check_pipeline(rng, strategy, 2, np.float64, batch=4, n=9, iterations=3)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [1, 8])
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("n", [24, 48], ids=ids)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_stream_semantics_gpu(rng, dtype, n, strategy, lanes):
+    _check_pipeline(rng, strategy, lanes, dtype, batch=64, n=n, iterations=20)
+
+
+def _check_threads(rng, batch, n, iterations, lanes, threads=8):
+    """8 threads call shared jitted functions at once, each on its own data."""
+    dtype = np.float64
+    jitted = {(s, impl): jax.jit(functools.partial(eigh, strategy=s, lanes=lanes,
+                                                   implementation=impl))
+              for s in ALL_STRATEGIES for impl in IMPLEMENTATIONS}
+    keys = list(jitted)
+    data = [[hermitian(rng, (batch, n, n), dtype) for _ in range(iterations)]
+            for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def worker(t):
+        fn = jitted[keys[t % len(keys)]]
+        start.wait()
+        return [fn(a) for a in data[t]]
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(worker, range(threads)))
+    for t in range(threads):
+        for (w, v), a in zip(results[t], data[t]):
+            check_eigh(a, w, v, dtype)
+
+
+def test_threads_cpu(rng):
+    _check_threads(rng, batch=4, n=8, iterations=2, lanes=2)
+
+
+@requires_gpu
+@pytest.mark.slow
+def test_threads_gpu(rng):
+    _check_threads(rng, batch=32, n=28, iterations=10, lanes=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering: the FFI target on CUDA (Jacobi up to n = 32 by default), none on CPU
+# ---------------------------------------------------------------------------------------------
+
+
+def _lowered_text(fn, shape, dtype, platform):
+    arg = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
+    if not _ffi.extension_loaded():
+        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+    calls = {"eigh": lambda a: eigh(a, strategy=strategy),
+             "eigvalsh": lambda a: eigvalsh(a, strategy=strategy),
+             "grad": jax.grad(lambda a: jnp.sum(eigvalsh(a, strategy=strategy) ** 3))}
+    for name, fn in calls.items():
+        for n, jacobi in ((16, 1), (40, 0)):
+            text = _lowered_text(fn, (4, n, n), dtype, "cuda")
+            assert "jcm_syevd" in text and f"jacobi = {jacobi}" in text, (name, n)
+            assert "cusolver_syevd" not in text, name
+    text = _lowered_text(lambda a: eigh(a, implementation="jacobi"), (4, 40, 40), dtype, "cuda")
+    assert "jacobi = 1" in text
+
+
+def test_cpu_lowering_has_no_ffi_call():
+    text = _lowered_text(lambda a: eigh(a, strategy="looped"), (3, 5, 5), np.float64, "cpu")
+    assert "jcm_syevd" not in text and "syevd" in text
+
+
+def test_explain_knows_eigh():
+    for op in ("eigh", "eigvalsh", "lax_eigh", "syevd", "syevj"):
+        plan = jcm.explain(op, (8, 16, 16), np.float32)
+        assert plan.strategy in ("looped", "sequential", "batched") and plan.lanes >= 1
+    # syevjBatched takes n <= 32 only: a larger Jacobi call goes to lanes even when batched.
+    assert jcm.explain("syevj", (8, 64, 64), np.float32, strategy="batched").strategy == "looped"
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: clear errors
+# ---------------------------------------------------------------------------------------------
+
+_CALLS = {"eigh": eigh, "eigvalsh": eigvalsh, "lax_eigh": lax_eigh}
+
+
+@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.bool_, np.float16], ids=ids)
+@pytest.mark.parametrize("op", sorted(_CALLS))
+def test_unsupported_dtype_raises_type_error(op, bad_dtype):
+    a = np.eye(4).astype(bad_dtype)
+    with pytest.raises(TypeError, match=np.dtype(bad_dtype).name):
+        _CALLS[op](a)
+
+
+@pytest.mark.parametrize("shape", [(4,), (), (3, 4), (2, 5, 3)], ids=ids)
+@pytest.mark.parametrize("op", sorted(_CALLS))
+def test_wrong_rank_or_not_square_raises_value_error(op, shape):
+    with pytest.raises(ValueError, match="rank|square"):
+        _CALLS[op](np.ones(shape, np.float32))
+
+
+@pytest.mark.parametrize("uplo", ["l", "upper", "", 0])
+def test_bad_uplo_raises_value_error(uplo):
+    with pytest.raises(ValueError, match="UPLO"):
+        eigh(np.eye(3), uplo)
+    with pytest.raises(ValueError, match="UPLO"):
+        eigvalsh(np.eye(3), uplo)
+
+
+def test_bad_options_raise():
+    a = np.eye(3)
+    for kwargs in (dict(strategy="fastest"), dict(lanes=0), dict(implementation="qdwh")):
+        with pytest.raises(ValueError):
+            eigh(a, **kwargs)
