@@ -40,6 +40,11 @@ struct solver_api;
     static constexpr auto ormqr = cusolverDn##L##ORM;                               \
     static constexpr auto sytrf_buffer_size = cusolverDn##L##sytrf_bufferSize;      \
     static constexpr auto sytrf = cusolverDn##L##sytrf;                             \
+    static constexpr auto gesvdj_buffer_size = cusolverDn##L##gesvdj_bufferSize;    \
+    static constexpr auto gesvdj = cusolverDn##L##gesvdj;                           \
+    static constexpr auto gesvdj_batched_buffer_size =                              \
+        cusolverDn##L##gesvdjBatched_bufferSize;                                    \
+    static constexpr auto gesvdj_batched = cusolverDn##L##gesvdjBatched;            \
   };
 
 JCM_SOLVER_API(float, S, orgqr, ormqr)
@@ -59,6 +64,22 @@ template <>
 constexpr cudaDataType cuda_data_type<cuComplex>() { return CUDA_C_32F; }
 template <>
 constexpr cudaDataType cuda_data_type<cuDoubleComplex>() { return CUDA_C_64F; }
+
+// The real type of an element type: what singular values and eigenvalues come back as.
+template <typename T>
+struct real_of {
+  using type = T;
+};
+template <>
+struct real_of<cuComplex> {
+  using type = float;
+};
+template <>
+struct real_of<cuDoubleComplex> {
+  using type = double;
+};
+template <typename T>
+using real_t = typename real_of<T>::type;
 
 // routine_name<float>("cusolverDn", "getrf") == "cusolverDnSgetrf".
 template <typename T>

@@ -67,3 +67,10 @@ def nan_where_failed(x, info):
 def info_result(x, core):
     """The int32 info result of an FFI call over x's batch dims."""
     return jax.ShapeDtypeStruct(x.shape[:x.ndim - core], np.int32)
+
+
+def nan_where_not_ok(x, info):
+    """NaN in every item whose info is nonzero (an illegal argument, or no convergence), as JAX's
+    SVD lowering does."""
+    return jnp.where((info != 0).reshape(info.shape + (1,) * (x.ndim - info.ndim)),
+                     jnp.array(np.nan, x.dtype), x)

@@ -33,7 +33,13 @@ BATCHED_MAX_N = {
     "ormqr": 0,
     "sytrf": 0,
     "sytrs": 0,
+    # gesvdjBatched (what JAX uses for batches of matrices up to 32 x 32): to be measured
+    # against lanes. gesvd (QR iteration) has no batched API.
+    "gesvdj": 32,
+    "gesvd": 0,
 }
+# Batched APIs that take no matrix larger than this (a hard limit, not a crossover).
+BATCHED_API_MAX_N = {"gesvdj": 32}
 # Double precision (float64, complex128) overrides, where the crossover moves. H100 float64:
 # getrfBatched 64x1024 33.9 ms vs 49.9 ms on 8 lanes; 16x2048 JAX 181 ms vs 28.5 ms on lanes.
 BATCHED_MAX_N_DOUBLE = {
@@ -47,6 +53,24 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
               "cholesky": "potrf", "cho_factor": "potrf", "cho_solve": "potrs",
               "qr": "geqrf", "householder_product": "orgqr", "qr_multiply": "ormqr",
               "ldl_factor": "sytrf", "ldl_solve": "sytrs"}
+# Public ops built on the SVD: their routine depends on the shape (see svd_routine).
+SVD_OPS = {"svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"}
+
+# SVD algorithms (jax.lax.linalg.SvdAlgorithm's names, lower case) and the routine each runs.
+SVD_ALGORITHMS = ("default", "qr", "jacobi")
+# "default" runs Jacobi (gesvdj) up to this max(m, n) and QR iteration (gesvd) above, as JAX does
+# on CUDA (NVIDIA GTC 2019 s9226, slide 5). H100 anchors, float32 on 8 lane threads: Sgesvdj
+# 16x512 48.8 ms vs Xgesvd 239 ms. The crossover above 1024 is still to be measured.
+SVD_JACOBI_MAX_N = 1024
+
+
+def svd_routine(algorithm: str, rows: int, cols: int) -> str:
+    """The cuSOLVER routine ("gesvdj" or "gesvd") that `algorithm` runs for a rows x cols matrix."""
+    if algorithm not in SVD_ALGORITHMS:
+        raise ValueError(f"svd: unknown algorithm {algorithm!r}; expected one of {SVD_ALGORITHMS}")
+    if algorithm == "default":
+        return "gesvdj" if max(rows, cols) <= SVD_JACOBI_MAX_N else "gesvd"
+    return "gesvdj" if algorithm == "jacobi" else "gesvd"
 # Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
 SQUARE_ONLY_BATCHED = {"getrf"}
 # Batched APIs with one right-hand side only.
@@ -90,15 +114,17 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
     `nrhs` is the number of right-hand sides for the solve ops."""
     strategy, lanes = _config.resolve(strategy, lanes)
-    op = ROUTINE_OF.get(op, op)
-    if op not in BATCHED_MAX_N:
-        raise ValueError(f"unknown op {op!r}; known: {sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF))}")
-    dtype = np.dtype(dtype).name
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
+    op = svd_routine("default", rows, cols) if op in SVD_OPS else ROUTINE_OF.get(op, op)
+    if op not in BATCHED_MAX_N:
+        known = sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF) | SVD_OPS)
+        raise ValueError(f"unknown op {op!r}; known: {known}")
+    dtype = np.dtype(dtype).name
     n = max(rows, cols)
     batched_ok = (not (op in SQUARE_ONLY_BATCHED and rows != cols)
-                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0)
+                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0
+                  and n <= BATCHED_API_MAX_N.get(op, n))
     cap = max(1, batch)
     make = lambda s, l, why, src: Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src)
 
