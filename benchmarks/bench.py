@@ -231,6 +231,32 @@ def _qr_error(args, truth, out):
     return jnp.max(_fro(_mm(q, r) - a) / _fro(a))
 
 
+@jax.jit
+def _svd_error(args, truth, out):
+    """max(||U diag(S) V^H - A|| / ||A||, ||U^H U - I|| / ||I||, ||V^H V - I|| / ||I||)."""
+    (a,) = _f64(*args)
+    u, s, vh = out
+    u, vh = _f64(u, vh)
+    recon = _mm(u[..., :, : s.shape[-1]] * s[..., None, :].astype(u.dtype), vh[..., : s.shape[-1], :])
+    eye_u, eye_v = jnp.eye(u.shape[-1]), jnp.eye(vh.shape[-2])
+    orth_u = _fro(_mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u) - eye_u) / _fro(eye_u)
+    orth_v = _fro(_mm(vh, jnp.conj(jnp.swapaxes(vh, -1, -2))) - eye_v) / _fro(eye_v)
+    return jnp.max(jnp.maximum(_fro(recon - a) / _fro(a), jnp.maximum(orth_u, orth_v)))
+
+
+def _with_singular_values(key, batch, n, dtype):
+    """General matrices; the truth is their singular values, computed in float64."""
+    (a,), _ = _general(key, batch, n, dtype)
+    return (a,), jnp.linalg.svdvals(a.astype(jnp.float64))
+
+
+@jax.jit
+def _svdvals_error(args, truth, s):
+    """||s - s_true|| / ||s_true||."""
+    s, s_true = _f64(s, truth)
+    return jnp.max(jnp.linalg.norm(s - s_true, axis=-1) / jnp.linalg.norm(s_true, axis=-1))
+
+
 def _cho_solve(a, b, **kw):
     return jcm.cho_solve(jcm.cho_factor(a, lower=True, **kw), b, **kw)
 
@@ -284,6 +310,10 @@ OPS = {
         # JAX has no LDL: the reference is its LU solve of the same symmetric system.
         Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _solution_error,
            ours=_ldl_solve, routine="sytrf"),
+        # Square inputs: full and reduced SVD are the same shapes for all three libraries.
+        Op("svd", jnp.linalg.svd, "linalg.svd", _general, _svd_error, routine="svd"),
+        Op("svdvals", jnp.linalg.svdvals, "linalg.svdvals", _with_singular_values,
+           _svdvals_error, routine="svdvals"),
     ]
 }
 
