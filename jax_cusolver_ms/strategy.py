@@ -53,6 +53,11 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
               "cholesky": "potrf", "cho_factor": "potrf", "cho_solve": "potrs",
               "qr": "geqrf", "householder_product": "orgqr", "qr_multiply": "ormqr",
               "ldl_factor": "sytrf", "ldl_solve": "sytrs"}
+# Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
+SQUARE_ONLY_BATCHED = {"getrf"}
+# Batched APIs with one right-hand side only.
+ONE_RHS_BATCHED = {"potrs"}
+
 # Public ops built on the SVD: their routine depends on the shape (see svd_routine).
 SVD_OPS = {"svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"}
 
@@ -71,10 +76,6 @@ def svd_routine(algorithm: str, rows: int, cols: int) -> str:
     if algorithm == "default":
         return "gesvdj" if max(rows, cols) <= SVD_JACOBI_MAX_N else "gesvd"
     return "gesvdj" if algorithm == "jacobi" else "gesvd"
-# Ops whose batched path needs square matrices (getrfBatched); others fall back to lanes.
-SQUARE_ONLY_BATCHED = {"getrf"}
-# Batched APIs with one right-hand side only.
-ONE_RHS_BATCHED = {"potrs"}
 
 
 @dataclasses.dataclass(frozen=True)
