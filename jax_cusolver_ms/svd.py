@@ -120,8 +120,9 @@ svd_p = SolverPrimitive("jcm_svd", core_ranks=(2,), shape_rule=_svd_shapes,
 
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, algorithm, strategy, lanes):
-    # jax.lax.linalg's svd JVP (Townsend, "Differentiating the singular value decomposition";
-    # the m != n terms from Wan & Zhang), on this primitive.
+    # jax.lax.linalg's svd JVP rule, on this primitive: dS = U^H dA V gives ds (its real
+    # diagonal) and, through F_ij = 1 / (s_j^2 - s_i^2), dU and dV; a non-square A adds the
+    # parts of dA V (tall) or dA^H U (wide) outside the computed singular subspace.
     (a,), (a_dot,) = primals, tangents
     m, n = a.shape[-2:]
     if compute_uv and full_matrices and m != n:
