@@ -257,6 +257,9 @@ def _svdvals_error(args, truth, s):
     return jnp.max(jnp.linalg.norm(s - s_true, axis=-1) / jnp.linalg.norm(s_true, axis=-1))
 
 
+_SVD_QR = jax.lax.linalg.SvdAlgorithm.QR
+
+
 def _cho_solve(a, b, **kw):
     return jcm.cho_solve(jcm.cho_factor(a, lower=True, **kw), b, **kw)
 
@@ -314,6 +317,9 @@ OPS = {
         Op("svd", jnp.linalg.svd, "linalg.svd", _general, _svd_error, routine="svd"),
         Op("svdvals", jnp.linalg.svdvals, "linalg.svdvals", _with_singular_values,
            _svdvals_error, routine="svdvals"),
+        # The QR-iteration SVD (gesvd) against JAX's: where it crosses over Jacobi (default).
+        Op("svd_qr", functools.partial(jax.lax.linalg.svd, algorithm=_SVD_QR), None, _general,
+           _svd_error, ours=lambda a, **kw: jcm.svd(a, algorithm="qr", **kw), routine="gesvd"),
     ]
 }
 
