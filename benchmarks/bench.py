@@ -283,6 +283,9 @@ def _ldl_factor(a, b, **kw):
 def _jax_lu_factor(a, b):
     lu, piv = jax.scipy.linalg.lu_factor(a)
     return {"lu": lu, "piv": piv}
+
+
+@jax.jit
 def _eigh_error(args, truth, out):
     """||A V - V diag(w)|| / ||A|| plus ||V^H V - I|| / sqrt(n) (both sign/phase-free)."""
     (a,) = _f64(*args)
@@ -325,6 +328,35 @@ def _eigvals_error(args, truth, w):
     ref = jnp.linalg.eigvals(a.astype(jnp.complex128 if jnp.iscomplexobj(a) else jnp.float64))
     d = jnp.abs(w.astype(jnp.complex128)[..., :, None] - ref[..., None, :])
     return jnp.max(jnp.max(jnp.min(d, axis=-1), axis=-1) / _fro(a.astype(jnp.complex128)))
+
+
+@jax.jit
+def _svd_error(args, truth, out):
+    """max(||U diag(S) V^H - A|| / ||A||, ||U^H U - I|| / ||I||, ||V^H V - I|| / ||I||)."""
+    (a,) = _f64(*args)
+    u, s, vh = out
+    u, vh = _f64(u, vh)
+    recon = _mm(u[..., :, : s.shape[-1]] * s[..., None, :].astype(u.dtype), vh[..., : s.shape[-1], :])
+    eye_u, eye_v = jnp.eye(u.shape[-1]), jnp.eye(vh.shape[-2])
+    orth_u = _fro(_mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u) - eye_u) / _fro(eye_u)
+    orth_v = _fro(_mm(vh, jnp.conj(jnp.swapaxes(vh, -1, -2))) - eye_v) / _fro(eye_v)
+    return jnp.max(jnp.maximum(_fro(recon - a) / _fro(a), jnp.maximum(orth_u, orth_v)))
+
+
+def _with_singular_values(key, batch, n, dtype):
+    """General matrices; the truth is their singular values, computed in float64."""
+    (a,), _ = _general(key, batch, n, dtype)
+    return (a,), jnp.linalg.svdvals(a.astype(jnp.float64))
+
+
+@jax.jit
+def _svdvals_error(args, truth, s):
+    """||s - s_true|| / ||s_true||."""
+    s, s_true = _f64(s, truth)
+    return jnp.max(jnp.linalg.norm(s - s_true, axis=-1) / jnp.linalg.norm(s_true, axis=-1))
+
+
+_SVD_QR = jax.lax.linalg.SvdAlgorithm.QR
 
 
 def _cho_solve(a, b, **kw):
@@ -392,6 +424,13 @@ OPS = {
            routine="geev"),
         Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _solution_error,
            ours=_ldl_solve, routine="sytrf"),
+        # Square inputs: full and reduced SVD are the same shapes for all three libraries.
+        Op("svd", jnp.linalg.svd, "linalg.svd", _general, _svd_error, routine="svd"),
+        Op("svdvals", jnp.linalg.svdvals, "linalg.svdvals", _with_singular_values,
+           _svdvals_error, routine="svdvals"),
+        # The QR-iteration SVD (gesvd) against JAX's: where it crosses over Jacobi (default).
+        Op("svd_qr", functools.partial(jax.lax.linalg.svd, algorithm=_SVD_QR), None, _general,
+           _svd_error, ours=lambda a, **kw: jcm.svd(a, algorithm="qr", **kw), routine="gesvd"),
     ]
 }
 

@@ -48,6 +48,11 @@ struct solver_api;
     static constexpr auto syevj_batched_buffer_size =                               \
         cusolverDn##L##EVJ##Batched_bufferSize;                                     \
     static constexpr auto syevj_batched = cusolverDn##L##EVJ##Batched;              \
+    static constexpr auto gesvdj_buffer_size = cusolverDn##L##gesvdj_bufferSize;    \
+    static constexpr auto gesvdj = cusolverDn##L##gesvdj;                           \
+    static constexpr auto gesvdj_batched_buffer_size =                              \
+        cusolverDn##L##gesvdjBatched_bufferSize;                                    \
+    static constexpr auto gesvdj_batched = cusolverDn##L##gesvdjBatched;            \
   };
 
 JCM_SOLVER_API(float, S, orgqr, ormqr, syevj)

@@ -13,6 +13,7 @@ from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
 from .settings import STRATEGIES, config
 from .strategy import explain
+from .svd import SVDResult, cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
 
 __version__ = "0.1.0"
 

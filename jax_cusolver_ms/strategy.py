@@ -40,9 +40,13 @@ BATCHED_MAX_N = {
     # syevjBatched takes n <= 32 only (BATCHED_API_MAX_N); JAX's own choice there.
     "syevj": 32,
     "geev": 0,       # no batched API: lanes (geev blocks the host: one thread per lane)
+    # gesvdjBatched (what JAX uses for batches of matrices up to 32 x 32): to be measured
+    # against lanes. gesvd (QR iteration) has no batched API.
+    "gesvdj": 32,
+    "gesvd": 0,
 }
 # Batched APIs that take no larger matrices than this, whatever the strategy says.
-BATCHED_API_MAX_N = {"syevj": 32}
+BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32}
 # eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
@@ -66,6 +70,25 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
 SQUARE_ONLY_BATCHED = {"getrf"}
 # Batched APIs with one right-hand side only.
 ONE_RHS_BATCHED = {"potrs"}
+
+# Public ops built on the SVD: their routine depends on the shape (see svd_routine).
+SVD_OPS = {"svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"}
+
+# SVD algorithms (jax.lax.linalg.SvdAlgorithm's names, lower case) and the routine each runs.
+SVD_ALGORITHMS = ("default", "qr", "jacobi")
+# "default" runs Jacobi (gesvdj) up to this max(m, n) and QR iteration (gesvd) above, as JAX does
+# on CUDA (NVIDIA GTC 2019 s9226, slide 5). H100 anchors, float32 on 8 lane threads: Sgesvdj
+# 16x512 48.8 ms vs Xgesvd 239 ms. The crossover above 1024 is still to be measured.
+SVD_JACOBI_MAX_N = 1024
+
+
+def svd_routine(algorithm: str, rows: int, cols: int) -> str:
+    """The cuSOLVER routine ("gesvdj" or "gesvd") that `algorithm` runs for a rows x cols matrix."""
+    if algorithm not in SVD_ALGORITHMS:
+        raise ValueError(f"svd: unknown algorithm {algorithm!r}; expected one of {SVD_ALGORITHMS}")
+    if algorithm == "default":
+        return "gesvdj" if max(rows, cols) <= SVD_JACOBI_MAX_N else "gesvd"
+    return "gesvdj" if algorithm == "jacobi" else "gesvd"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +133,13 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
     `nrhs` is the number of right-hand sides for the solve ops."""
     strategy, lanes = _config.resolve(strategy, lanes)
-    op = ROUTINE_OF.get(op, op)
-    if op not in BATCHED_MAX_N:
-        raise ValueError(f"unknown op {op!r}; known: {sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF))}")
-    dtype = np.dtype(dtype).name
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
+    op = svd_routine("default", rows, cols) if op in SVD_OPS else ROUTINE_OF.get(op, op)
+    if op not in BATCHED_MAX_N:
+        known = sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF) | SVD_OPS)
+        raise ValueError(f"unknown op {op!r}; known: {known}")
+    dtype = np.dtype(dtype).name
     n = max(rows, cols)
     batched_ok = (not (op in SQUARE_ONLY_BATCHED and rows != cols)
                   and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0

@@ -1,0 +1,394 @@
+"""SVD family: one svd primitive (cuSOLVER gesvdj, gesvdjBatched or gesvd on the lanes) and
+svd, svdvals, pinv, matrix_rank, lstsq, norm, cond built on it.
+
+Semantics follow jax.numpy.linalg (and jax.lax.linalg.svd's `algorithm` and JVP), so imports can
+be swapped. Singular values come back in descending order, as JAX's; the vectors of a
+non-repeated singular value are unique up to a sign (real) or a phase (complex) only, so two
+correct answers may differ there.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import strategy as _strategy
+from ._compat import ad
+from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_unless_ok, promote,
+                      resolve_params)
+from ._primitive import SolverPrimitive, ffi_solver_call
+from .lu import inv
+
+_SvdAlgorithm = lax.linalg.SvdAlgorithm
+
+
+def _real_dtype(dtype):
+    return np.finfo(np.dtype(dtype)).dtype
+
+
+# --- the svd primitive ------------------------------------------------------------------------
+# Outputs (s,) or (s, u, vh) as jax.lax.linalg's svd_p: s (..., k) real, u (..., m, m or k),
+# vh (..., n or k, n), k = min(m, n); NaN in every item whose cuSOLVER info is nonzero.
+# `algorithm` is one of strategy.SVD_ALGORITHMS.
+
+def _svd_shapes(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
+    m, n = a.shape
+    k = min(m, n)
+    s = ((k,), _real_dtype(a.dtype))
+    if not compute_uv:
+        return [s]
+    return [s, ((m, m if full_matrices else k), a.dtype),
+            ((n if full_matrices else k, n), a.dtype)]
+
+
+def _svd_jax(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
+    # JAX's Jacobi SVD is CUDA-only: elsewhere "jacobi" runs JAX's default (LAPACK gesdd on CPU),
+    # which gives the same decomposition.
+    out = lax.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
+                         algorithm=_SvdAlgorithm.QR if algorithm == "qr" else None)
+    if not compute_uv:
+        return [out]
+    u, s, vh = out
+    return [s, u, vh]
+
+
+def _gesvdj(a, full_matrices, compute_uv, choice):
+    """Jacobi SVD of any m x n. Returns the outputs and cuSOLVER's info."""
+    *batch, m, n = a.shape
+    batch, k = tuple(batch), min(m, n)
+    # gesvdjBatched has no economy mode: it returns square U and V, cut to k columns below.
+    econ = not full_matrices and choice.strategy != "batched"
+    results = [jax.ShapeDtypeStruct(a.shape, a.dtype),
+               jax.ShapeDtypeStruct(batch + (k,), _real_dtype(a.dtype)), info_result(a, 2)]
+    if compute_uv:
+        results += [jax.ShapeDtypeStruct(batch + (m, k if econ else m), a.dtype),
+                    jax.ShapeDtypeStruct(batch + (n, k if econ else n), a.dtype)]
+    _, s, info, *vectors = ffi_solver_call(
+        "jcm_gesvdj", [a], results, matrix_operands={0}, matrix_results={0, 3, 4},
+        aliases={0: 0}, econ=econ, compute_uv=compute_uv, strategy=choice.code,
+        lanes=choice.lanes)
+    if not compute_uv:
+        return [s], info
+    u, v = vectors  # gesvdj returns V itself
+    vh = mh(v)
+    if not full_matrices:
+        u, vh = u[..., :, :k], vh[..., :k, :]
+    return [s, u, vh], info
+
+
+def _gesvd(a, full_matrices, compute_uv, choice):
+    """QR-iteration SVD. cuSOLVER's gesvd needs m >= n: a wide matrix goes in as A^T by layout
+    alone (row-major buffers are A^T's column-major ones), and the handler swaps U and V^H (see
+    svd_ops.cc), as JAX's own lowering does. Returns the outputs and cuSOLVER's info."""
+    *batch, m, n = a.shape
+    batch, k = tuple(batch), min(m, n)
+    transposed = m < n
+    column_major = set() if transposed else {0, 3, 4}
+    results = [jax.ShapeDtypeStruct(a.shape, a.dtype),
+               jax.ShapeDtypeStruct(batch + (k,), _real_dtype(a.dtype)), info_result(a, 2)]
+    if compute_uv:
+        results += [jax.ShapeDtypeStruct(batch + (m, m if full_matrices else k), a.dtype),
+                    jax.ShapeDtypeStruct(batch + (n if full_matrices else k, n), a.dtype)]
+    _, s, info, *vectors = ffi_solver_call(
+        "jcm_gesvd", [a], results, matrix_operands=column_major & {0},
+        matrix_results=column_major, aliases={0: 0}, full_matrices=full_matrices,
+        compute_uv=compute_uv, transposed=transposed, strategy=choice.code, lanes=choice.lanes)
+    return [s, *vectors], info
+
+
+def _svd_cuda(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
+    params = dict(full_matrices=full_matrices, compute_uv=compute_uv, algorithm=algorithm,
+                  strategy=strategy, lanes=lanes)
+    m, n = a.shape[-2:]
+    if m == 0 or n == 0:  # nothing to factor: JAX's empty results (identity U / V^H)
+        return _svd_jax(a, **params)
+    routine = _strategy.svd_routine(algorithm, m, n)
+    choice = _strategy.choose(routine, batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    if not choice.uses_ffi:
+        return _svd_jax(a, **params)
+    run = _gesvdj if routine == "gesvdj" else _gesvd
+    outs, info = run(a, full_matrices, compute_uv, choice)
+    return [nan_unless_ok(x, info) for x in outs]
+
+
+svd_p = SolverPrimitive("jcm_svd", core_ranks=(2,), shape_rule=_svd_shapes,
+                        jax_impl=_svd_jax, cuda_impl=_svd_cuda)
+
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, algorithm, strategy, lanes):
+    # jax.lax.linalg's svd JVP rule, on this primitive: dS = U^H dA V gives ds (its real
+    # diagonal) and, through F_ij = 1 / (s_j^2 - s_i^2), dU and dV; a non-square A adds the
+    # parts of dA V (tall) or dA^H U (wide) outside the computed singular subspace.
+    (a,), (a_dot,) = primals, tangents
+    m, n = a.shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(
+            "svd: the derivative of full_matrices=True for a non-square matrix is not "
+            "implemented (as in JAX); use full_matrices=False")
+    s, u, vh = svd_p.bind(a, full_matrices=False, compute_uv=True, algorithm=algorithm,
+                          strategy=strategy, lanes=lanes)
+    a_dot = ad.instantiate_zeros(a_dot)
+    v = mh(vh)
+    ds_mat = matmul(matmul(mh(u), a_dot), v)  # U^H dA V
+    ds = jnp.real(jnp.diagonal(ds_mat, axis1=-2, axis2=-1))
+    if not compute_uv:
+        return [s], [ds]
+
+    dtype = a.dtype
+    s_row = s[..., None, :]
+    s_col = s[..., :, None]
+    eye = jnp.eye(s.shape[-1], dtype=s.dtype)
+    # F_ij = 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it.
+    f = (1 / ((s_row + s_col) * (s_row - s_col) + eye) - eye).astype(dtype)
+    ds_s = s_row.astype(dtype) * ds_mat   # dS diag(s)
+    s_ds = s_col.astype(dtype) * ds_mat   # diag(s) dS
+    s_inv = jnp.where(s == 0, 0, 1 / jnp.where(s == 0, 1, s))
+    imaginary_diag = 0.5 * (ds_mat - mh(ds_mat)) * (eye * s_inv[..., None, :]).astype(dtype)
+    u_dot = matmul(u, f * (ds_s + mh(ds_s)) + imaginary_diag)
+    v_dot = matmul(v, f * (s_ds + mh(s_ds)))
+    if m > n:  # the part of dA V outside U's column space
+        da_v = matmul(a_dot, v)
+        u_dot = u_dot + (da_v - matmul(u, matmul(mh(u), da_v))) / s_row.astype(dtype)
+    if n > m:
+        dah_u = matmul(mh(a_dot), u)
+        v_dot = v_dot + (dah_u - matmul(v, matmul(vh, dah_u))) / s_row.astype(dtype)
+    return [s, u, vh], [ds, u_dot, mh(v_dot)]
+
+
+svd_p.defjvp(_svd_jvp)
+
+
+# --- public API -------------------------------------------------------------------------------
+
+class SVDResult(NamedTuple):
+    """As jnp.linalg.svd's result."""
+    U: jax.Array
+    S: jax.Array
+    Vh: jax.Array
+
+
+def _algorithm_name(algorithm) -> str:
+    """None, a jax.lax.linalg.SvdAlgorithm or its value as a string -> one of SVD_ALGORITHMS."""
+    if algorithm is None:
+        return "default"
+    if isinstance(algorithm, _SvdAlgorithm):
+        algorithm = algorithm.value
+    name = algorithm.lower() if isinstance(algorithm, str) else None
+    if name not in _strategy.SVD_ALGORITHMS:
+        raise ValueError(f"svd: unsupported algorithm {algorithm!r}; expected None, "
+                         f"SvdAlgorithm.DEFAULT / QR / JACOBI or one of "
+                         f"{_strategy.SVD_ALGORITHMS}")
+    return name
+
+
+def _hermitian_svd(a, compute_uv):
+    """As jnp.linalg.svd(hermitian=True): from A = W diag(w) W^H (JAX's eigh), s = |w| in
+    descending order, U = W reordered alike and V^H = (U sign(w))^H."""
+    vectors, w = lax.linalg.eigh(a)
+    s = jnp.abs(w)
+    if not compute_uv:
+        return lax.rev(lax.sort(s, dimension=s.ndim - 1), (s.ndim - 1,))
+    index = lax.broadcasted_iota(np.int32, s.shape, s.ndim - 1)
+    s, index, sign = lax.sort((s, index, jnp.sign(w)), dimension=s.ndim - 1, num_keys=1)
+    s, index, sign = (lax.rev(x, (s.ndim - 1,)) for x in (s, index, sign))
+    u = jnp.take_along_axis(vectors, index[..., None, :], axis=-1)
+    return SVDResult(u, s, mh(u * sign[..., None, :].astype(u.dtype)))
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=None,
+        strategy=None, lanes=None):
+    """Like jax.numpy.linalg.svd: SVDResult(U, S, Vh) with A = U diag(S) Vh, S descending;
+    U (..., m, m) and Vh (..., n, n), or (..., m, k) and (..., k, n) with k = min(m, n) when
+    full_matrices=False; only S when compute_uv=False. NaN in a matrix whose SVD did not
+    converge (or that holds NaN), as JAX.
+
+    algorithm as jax.lax.linalg.svd's: None / SvdAlgorithm.DEFAULT / "default" (Jacobi up to
+    n = 1024, QR iteration above, as JAX on CUDA), SvdAlgorithm.QR / "qr" (cuSOLVER gesvd) or
+    SvdAlgorithm.JACOBI / "jacobi" (gesvdj; gesvdjBatched for batches of matrices up to 32 x 32
+    under strategy "batched"). Without a GPU every algorithm runs JAX's own SVD.
+
+    hermitian=True uses JAX's own eigh, as jnp does (algorithm, strategy and lanes do not apply).
+    Differentiable as jax.lax.linalg.svd (not for full_matrices=True with m != n).
+    """
+    a = as_matrix("svd", a)
+    name = _algorithm_name(algorithm)
+    params = resolve_params(strategy, lanes)
+    if hermitian:
+        return _hermitian_svd(a, compute_uv)
+    out = svd_p.bind(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv),
+                     algorithm=name, **params)
+    if not compute_uv:
+        return out[0]
+    s, u, vh = out
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x, *, algorithm=None, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.svdvals: the singular values (..., k), descending."""
+    return svd(as_matrix("svdvals", x, name="x"), compute_uv=False, algorithm=algorithm, strategy=strategy, lanes=lanes)
+
+
+def pinv(a, rtol=None, hermitian=False, *, rcond=None, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.pinv: the Moore-Penrose pseudo-inverse (..., n, m); singular values
+    <= rtol * the largest count as zero, rtol defaulting to 10 * max(m, n) * eps (JAX's default,
+    not NumPy's). rcond is an alias of rtol. Differentiable with JAX's rule (Golub & Pereyra)."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
+        rtol = rcond
+    a = as_matrix("pinv", a)
+    params = resolve_params(strategy, lanes)
+    return _pinv(a, rtol, bool(hermitian), params["strategy"], params["lanes"])
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _pinv(a, rtol, hermitian, strategy, lanes):
+    *batch, m, n = a.shape
+    if m == 0 or n == 0:
+        return jnp.empty(tuple(batch) + (n, m), a.dtype)
+    conj = jnp.conj(a)
+    if rtol is None:
+        rtol = 10. * max(m, n) * jnp.array(jnp.finfo(a.dtype).eps)
+    rtol = jnp.asarray(rtol)
+    u, s, vh = svd(conj, full_matrices=False, hermitian=hermitian, strategy=strategy,
+                   lanes=lanes)
+    rtol = lax.expand_dims(rtol[..., None], range(s.ndim - rtol.ndim - 1))
+    cutoff = rtol * s[..., 0:1]
+    s = jnp.where(s > cutoff, s, np.inf).astype(u.dtype)
+    return matmul(jnp.swapaxes(vh, -1, -2), jnp.swapaxes(u, -1, -2) / s[..., None]).astype(a.dtype)
+
+
+@_pinv.defjvp
+def _pinv_jvp(rtol, hermitian, strategy, lanes, primals, tangents):
+    # As jnp.linalg.pinv's JVP (Golub & Pereyra 1973).
+    (a,), (a_dot,) = primals, tangents
+    p = _pinv(a, rtol, hermitian, strategy, lanes)
+    if hermitian:  # the eigh path symmetrizes its input: so must the tangent
+        a, a_dot = (a + mh(a)) / 2, (a_dot + mh(a_dot)) / 2
+    m, n = a.shape[-2:]
+    if m >= n:
+        s = matmul(matmul(p, mh(p)), mh(a_dot))
+        t = matmul(matmul(mh(a_dot), mh(p)), p)
+        p_dot = (-matmul(matmul(p, a_dot), p) + s - matmul(matmul(s, a), p) + t
+                 - matmul(matmul(p, a), t))
+    else:
+        s = matmul(p, matmul(mh(p), mh(a_dot)))
+        t = matmul(mh(a_dot), matmul(mh(p), p))
+        p_dot = (-matmul(p, matmul(a_dot, p)) + s - matmul(s, matmul(a, p)) + t
+                 - matmul(p, matmul(a, t)))
+    return p, p_dot
+
+
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.matrix_rank: the number of singular values > rtol * the largest,
+    rtol defaulting to max(m, n) * eps; tol is an alias of rtol. Leading batch dims allowed."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
+    M = jnp.asarray(M)
+    if M.ndim < 2:  # as jnp: a vector or scalar has rank 1 unless it is all zero
+        return (M != 0).any().astype(np.int32)
+    M = as_matrix("matrix_rank", M)
+    s = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian, strategy=strategy,
+            lanes=lanes)
+    if rtol is None:
+        rtol = s.max(-1) * np.max(M.shape[-2:]).astype(s.dtype) * jnp.finfo(s.dtype).eps
+    rtol = jnp.expand_dims(rtol, np.ndim(rtol))
+    return jnp.sum(s > rtol, axis=-1)
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.lstsq: (x, residuals, rank, s) for min ||a x - b||, a (m, n) and b
+    (m,) or (m, k), through the SVD; singular values below rcond * the largest (default
+    eps * max(m, n)) count as zero. As jnp, 2-D a only (vmap for batches: one batched SVD) and
+    residuals always computed unless numpy_resid=True (then NumPy's empty residuals where it has
+    them; not under jit)."""
+    a, b = promote("lstsq", a, b)
+    if a.ndim < 1 or b.ndim < 1 or a.shape[0] != b.shape[0]:
+        raise ValueError("lstsq: leading dimensions of a and b must match, got "
+                         f"a {a.shape}, b {b.shape}")
+    vector = b.ndim == 1
+    if vector:
+        b = b[:, None]
+    if a.ndim != 2:
+        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be two-dimensional")
+    if b.ndim != 2:
+        raise TypeError(f"lstsq: {b.ndim}-dimensional b given; it must be one- or "
+                        "two-dimensional")
+    m, n = a.shape
+    dtype = a.dtype
+    if a.size == 0:
+        s = jnp.empty(0, dtype=_real_dtype(dtype))
+        rank = jnp.array(0, dtype=int)
+        x = jnp.zeros((n,) + b.shape[1:], dtype=dtype)
+    else:
+        eps = jnp.finfo(dtype).eps
+        rcond = float(eps) * max(m, n) if rcond is None else jnp.where(rcond < 0, eps, rcond)
+        u, s, vh = svd(a, full_matrices=False, strategy=strategy, lanes=lanes)
+        mask = (s > 0) & (s >= jnp.array(rcond, dtype=s.dtype) * s[0])
+        rank = mask.sum()
+        s_inv = jnp.where(mask, 1 / jnp.where(mask, s, 1), 0).astype(dtype)[:, None]
+        x = matmul(mh(vh), s_inv * matmul(mh(u), b))
+    if numpy_resid and (rank < n or m <= n):
+        resid = jnp.asarray([])
+    else:
+        resid = jnp.linalg.norm(b - matmul(a, x), axis=0) ** 2
+    if vector:
+        x = x.ravel()
+    return x, resid, rank, s
+
+
+def _is_svd_norm(ord):
+    """ord is one of the matrix norms the SVD gives: 2, -2 or 'nuc'."""
+    return ord == "nuc" if isinstance(ord, str) else ord is not None and ord in (2, -2)
+
+
+def norm(x, ord=None, axis=None, keepdims=False, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.norm. Matrix norms ord=2 (largest singular value), -2 (smallest) and
+    'nuc' (their sum) come from this package's SVD (float and complex operands); every other
+    norm is jax.numpy.linalg.norm's."""
+    x = jnp.asarray(x)
+    if axis is None and ord is not None:
+        axis = tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else axis
+    if axes is None or len(axes) != 2 or not _is_svd_norm(ord):
+        return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    axes = tuple(int(d) % x.ndim for d in axes)
+    s = svdvals(as_matrix("norm", jnp.moveaxis(x, axes, (-2, -1)), name="x"),
+                strategy=strategy, lanes=lanes)
+    if ord == 2:
+        y = jnp.max(s, axis=-1, initial=0)
+    elif ord == -2:
+        y = jnp.min(s, axis=-1)
+    else:
+        y = jnp.sum(s, axis=-1)
+    return jnp.expand_dims(y, axes) if keepdims else y
+
+
+def cond(x, p=None, *, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.cond: norm(x, p) * norm(inv(x), p). p = None or 2: s_max / s_min
+    from the SVD; -2: s_min / s_max; other p (square x only): jnp's norms of x and of this
+    package's LU inverse. NaN turns into inf where x holds no NaN (but for p = None / 2, as jnp)."""
+    x = jnp.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"cond: input array must be at least 2D; got shape {x.shape}")
+    if x.shape[-1] == 0 or x.shape[-2] == 0:
+        raise ValueError(f"cond: input array must not be empty; got shape {x.shape}")
+    params = dict(strategy=strategy, lanes=lanes)
+    if p is None or p == 2:
+        s = svdvals(x, **params)
+        return s[..., 0] / s[..., -1]
+    if p == -2:
+        s = svdvals(x, **params)
+        r = s[..., -1] / s[..., 0]
+    else:
+        if x.shape[-2] != x.shape[-1]:
+            raise ValueError(f"cond: for p={p!r}, x must be square; got shape {x.shape}")
+        r = (jnp.linalg.norm(x, ord=p, axis=(-2, -1))
+             * jnp.linalg.norm(inv(x, **params), ord=p, axis=(-2, -1)))
+    return jnp.where(jnp.isnan(r) & ~jnp.isnan(x).any(axis=(-2, -1)), np.inf, r)

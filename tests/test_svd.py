@@ -1,0 +1,774 @@
+"""Tests for the SVD family: svd (every algorithm and mode), svdvals, pinv, matrix_rank, lstsq,
+norm and cond.
+
+Singular vectors are unique only up to a sign (real) or a phase (complex) per singular value,
+so vectors are checked through what does not depend on that choice: A = U diag(S) V^H, U^H U =
+I, V V^H = I, projectors onto singular subspaces, and the singular values themselves (against
+float64 NumPy and jax.numpy.linalg). On CPU every strategy and algorithm runs JAX's own SVD, so
+the CPU run checks the API, shape rules and transformations; the GPU run (tests marked
+requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatched.
+"""
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jax_cusolver_ms as jcm
+from jax_cusolver_ms import _ffi, strategy as jcm_strategy
+from jax_cusolver_ms.svd import cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
+from conftest import (
+    ALL_STRATEGIES,
+    DTYPES,
+    FULL_GRID,
+    is_complex,
+    param_id,
+    random_matrix,
+    random_rhs,
+    rel_err,
+    requires_gpu,
+    rtol_for,
+    strategy_grid,
+    wide_dtype,
+)
+
+ids = param_id
+DOUBLE_DTYPES = (np.float64, np.complex128)
+TARGETS = ("jcm_gesvd", "jcm_gesvdj")
+ALGORITHMS = ("default", "qr", "jacobi")
+# (full_matrices, compute_uv)
+MODES = {"full": (True, True), "reduced": (False, True), "values": (False, False)}
+
+# (batch..., m, n): n = 1, batch 0 and 1, several batch dims, square, tall and wide, and one
+# above gesvdjBatched's 32 (the GPU run then meets gesvdj / lanes under strategy "batched").
+SVD_SHAPES = [
+    (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 7, 5), (3, 6, 11),
+    (2, 40, 33), (4, 0),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted(fn, static):
+    return jax.jit(functools.partial(fn, **dict(static)))
+
+
+def jit_call(fn, *args, **static):
+    """fn(*args, **static) through one cached jit per (fn, static): one compile per shape."""
+    return _jitted(fn, tuple(sorted(static.items())))(*args)
+
+
+def _h(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def _wide(x):
+    x = np.asarray(x)
+    return x.astype(wide_dtype(x.dtype))
+
+
+def _tol(dtype, a):
+    return rtol_for(dtype, max(a.shape[-2:], default=1))
+
+
+def _eye_batch(batch, k):
+    return np.broadcast_to(np.eye(k), tuple(batch) + (k, k))
+
+
+def check_values(a, s, dtype):
+    """s: real, of a's precision, descending, non-negative, and equal to float64 NumPy's
+    (singular values are perfectly conditioned: |ds| <= ||dA||)."""
+    assert s.dtype == np.finfo(np.dtype(dtype)).dtype, s.dtype
+    assert s.shape == a.shape[:-2] + (min(a.shape[-2:]),)
+    s = np.asarray(s)
+    assert np.all(np.isfinite(s)), "finite input gave non-finite singular values"
+    assert np.all(s >= 0) and np.all(np.diff(s, axis=-1) <= 0), "not descending / negative"
+    if a.size:
+        s_ref = np.linalg.svd(_wide(a), compute_uv=False)
+        scale = np.max(s_ref, axis=-1, keepdims=True)
+        assert np.max(np.abs(s - s_ref) / np.where(scale > 0, scale, 1)) <= _tol(dtype, a)
+
+
+def check_svd(a, u, s, vh, full_matrices, dtype):
+    """Shapes and dtypes as jnp's, U and V unitary, U diag(S) V^H = A, S as NumPy's."""
+    *batch, m, n = a.shape
+    k = min(m, n)
+    ku, kv = (m, n) if full_matrices else (k, k)
+    assert u.shape == tuple(batch) + (m, ku) and vh.shape == tuple(batch) + (kv, n)
+    assert u.dtype == vh.dtype == np.dtype(dtype)
+    check_values(a, s, dtype)
+    u, vh = _wide(u), _wide(vh)
+    tol = _tol(dtype, a)
+    assert rel_err(_h(u) @ u, _eye_batch(batch, ku)) <= tol, "U^H U != I"
+    assert rel_err(vh @ _h(vh), _eye_batch(batch, kv)) <= tol, "V^H V != I"
+    recon = (u[..., :, :k] * np.asarray(s)[..., None, :]) @ vh[..., :k, :]
+    assert rel_err(recon, _wide(a)) <= tol, "U S V^H != A"
+
+
+# ---------------------------------------------------------------------------------------------
+# svd and svdvals
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,shape,mode,strategy", strategy_grid(DTYPES, SVD_SHAPES, MODES))
+def test_svd(rng, dtype, shape, mode, strategy):
+    a = random_matrix(rng, shape, dtype, "general")
+    full_matrices, compute_uv = MODES[mode]
+    got = jit_call(svd, a, full_matrices=full_matrices, compute_uv=compute_uv,
+                   strategy=strategy)
+    ref = jnp.linalg.svd(jnp.asarray(a), full_matrices=full_matrices, compute_uv=compute_uv)
+    for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+    if not compute_uv:
+        check_values(a, got, dtype)
+        return
+    u, s, vh = got
+    assert isinstance(got, tuple) and got.U is u and got.S is s and got.Vh is vh
+    check_svd(a, u, s, vh, full_matrices, dtype)
+    if a.size:
+        assert rel_err(s, ref.S, 1) <= _tol(dtype, a), "S != jnp's"
+
+
+@pytest.mark.parametrize("dtype,algorithm,strategy", strategy_grid(DTYPES, ALGORITHMS))
+@pytest.mark.parametrize("shape", [(5, 12, 7), (3, 7, 12), (2, 24, 24)], ids=ids)
+def test_algorithms(rng, dtype, algorithm, strategy, shape):
+    a = random_matrix(rng, shape, dtype, "general")
+    for full_matrices in (True, False):
+        u, s, vh = jit_call(svd, a, full_matrices=full_matrices, algorithm=algorithm,
+                            strategy=strategy)
+        check_svd(a, u, s, vh, full_matrices, dtype)
+    s = jit_call(svdvals, a, algorithm=algorithm, strategy=strategy)
+    check_values(a, s, dtype)
+
+
+def test_algorithm_spellings_are_jax_s(rng):
+    a = random_matrix(rng, (6, 4), np.float64, "general")
+    s = np.asarray(svdvals(a))
+    for algorithm in (None, "default", "QR", "Jacobi", "jacobi", jax.lax.linalg.SvdAlgorithm.QR,
+                      jax.lax.linalg.SvdAlgorithm.JACOBI, jax.lax.linalg.SvdAlgorithm.DEFAULT):
+        assert rel_err(svdvals(a, algorithm=algorithm), s, 1) <= 1e-12, algorithm
+
+
+@pytest.mark.parametrize("dtype,kind,strategy", strategy_grid(DTYPES, ["zero_column", "rank2"]))
+@pytest.mark.parametrize("shape", [(3, 12, 8), (3, 8, 12), (2, 30, 30)], ids=ids)
+def test_rank_deficient(rng, dtype, kind, strategy, shape):
+    *batch, m, n = shape
+    if kind == "rank2":
+        a = (random_rhs(rng, tuple(batch) + (m, 2), dtype)
+             @ random_rhs(rng, tuple(batch) + (2, n), dtype)).astype(dtype)
+        rank = 2
+    else:
+        a = random_matrix(rng, shape, dtype, "singular")
+        rank = min(m, n) - (1 if n <= m else 0)
+    for algorithm in ALGORITHMS:
+        u, s, vh = svd(a, full_matrices=False, algorithm=algorithm, strategy=strategy)
+        check_svd(a, u, s, vh, False, dtype)
+        scale = np.asarray(s)[..., :1]
+        assert np.all(np.asarray(s)[..., rank:] <= _tol(dtype, a) * scale), algorithm
+        assert np.all(np.asarray(matrix_rank(a, strategy=strategy)) == rank)
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_nan_input_stays_in_its_matrix(rng, dtype, strategy, algorithm):
+    a = random_matrix(rng, (3, 7, 5), dtype, "general")
+    a[1, 2, 3] = np.nan
+    u, s, vh = svd(a, full_matrices=False, algorithm=algorithm, strategy=strategy)
+    assert np.all(np.isnan(np.asarray(s[1]))), "NaN input gave non-NaN singular values"
+    for x in (u, vh):
+        assert np.any(np.isnan(np.asarray(x[1]))), "NaN input gave NaN-free vectors"
+    good = [0, 2]
+    check_svd(a[good], np.asarray(u)[good], np.asarray(s)[good], np.asarray(vh)[good], False,
+              dtype)
+    values = svdvals(a, algorithm=algorithm, strategy=strategy)
+    assert np.all(np.isnan(np.asarray(values[1]))) and np.all(np.isfinite(values[0::2]))
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", [(7, 7), (2, 9, 5), (4, 8)], ids=ids)
+def test_subspaces_match_numpy(rng, dtype, shape):
+    # Distinct singular values: each singular vector's projector u u^H is unique.
+    a = random_matrix(rng, shape, dtype, "general")
+    u, s, vh = svd(a, full_matrices=False)
+    u_np, s_np, vh_np = np.linalg.svd(_wide(a), full_matrices=False)
+    tol = 1e-9
+    assert rel_err(s, s_np, 1) <= tol
+    for ours, theirs in ((_wide(u), u_np), (_h(_wide(vh)), _h(vh_np))):
+        # (..., rows, k) -> per-column projectors (..., k, rows, rows)
+        p_ours = np.einsum("...ik,...jk->...kij", ours, np.conj(ours))
+        p_theirs = np.einsum("...ik,...jk->...kij", theirs, np.conj(theirs))
+        assert rel_err(p_ours, p_theirs, 2) <= tol
+
+
+def test_hermitian_is_jnp_s(rng):
+    b = random_matrix(rng, (3, 6, 6), np.complex128, "general")
+    a = b + _h(b)
+    got = svd(a, hermitian=True)
+    ref = jnp.linalg.svd(a, hermitian=True)
+    for g, e in zip(got, ref):
+        assert rel_err(g, e, 1 if g.ndim == 2 else 2) <= 1e-12
+    assert rel_err(svd(a, compute_uv=False, hermitian=True),
+                   jnp.linalg.svd(a, compute_uv=False, hermitian=True), 1) <= 1e-12
+    check_svd(a, *got, True, np.complex128)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategies, jit and vmap
+# ---------------------------------------------------------------------------------------------
+
+
+# On CPU (one JAX implementation behind every strategy) each strategy meets one algorithm.
+STRATEGY_ALGORITHM_PAIRS = (
+    [(s, alg) for s in ALL_STRATEGIES for alg in ALGORITHMS] if FULL_GRID
+    else [(s, ALGORITHMS[i % len(ALGORITHMS)]) for i, s in enumerate(ALL_STRATEGIES)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", [(6, 10, 7), (6, 7, 10), (5, 40, 36)], ids=ids)
+def test_strategies_agree(rng, dtype, shape):
+    # Every strategy x algorithm gives the same singular values and the same reconstruction;
+    # the vectors may differ in sign / phase, so they are compared through U S V^H.
+    a = random_matrix(rng, shape, dtype, "general")
+    tol = _tol(dtype, a)
+    s_ref = svdvals(a, strategy="sequential")
+    for strategy, algorithm in STRATEGY_ALGORITHM_PAIRS:
+        kw = dict(strategy=strategy, algorithm=algorithm)
+        u, s, vh = jit_call(svd, a, full_matrices=False, **kw)
+        assert rel_err(s, s_ref, 1) <= tol, kw
+        assert rel_err(jit_call(svdvals, a, **kw), s_ref, 1) <= tol, kw
+        check_svd(a, u, s, vh, False, dtype)
+    with jcm.config(strategy="looped", lanes=2):
+        assert rel_err(svdvals(a), s_ref, 1) <= tol
+
+
+def test_jit(rng):
+    a = random_matrix(rng, (2, 8, 5), np.complex64, "general")
+    jitted = jax.jit(svd, static_argnames=("full_matrices", "compute_uv", "algorithm",
+                                           "strategy", "lanes"))
+    for full_matrices in (True, False):
+        u, s, vh = jitted(a, full_matrices, algorithm="qr")
+        check_svd(a, u, s, vh, full_matrices, np.complex64)
+    assert rel_err(jitted(a, compute_uv=False), svdvals(a), 1) <= rtol_for(np.complex64, 8)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_vmap(rng, axis):
+    a = random_matrix(rng, (3, 4, 7, 5), np.float64, "general")  # vmapped 3, batch 4, 7 x 5
+    x = np.moveaxis(a, 0, axis)  # the vmapped axis anywhere, the last one included
+    s = jax.vmap(svdvals, in_axes=axis)(x)
+    assert rel_err(s, svdvals(a), 1) <= 1e-12
+    u, s, vh = jax.vmap(lambda m: svd(m, full_matrices=False), in_axes=axis)(x)
+    check_svd(a, u, s, vh, False, np.float64)
+
+
+def test_vmap_nested(rng):
+    a = random_matrix(rng, (2, 3, 6, 4), np.complex128, "general")
+    u, s, vh = jax.vmap(jax.vmap(lambda m: svd(m, algorithm="qr")))(a)
+    check_svd(a, u, s, vh, True, np.complex128)
+    g = jax.vmap(jax.vmap(svdvals, in_axes=1), in_axes=0)(a.swapaxes(1, 2))
+    assert rel_err(g, svdvals(a), 1) <= 1e-12
+    ranks = jax.vmap(jax.vmap(matrix_rank))(a)
+    assert np.all(np.asarray(ranks) == 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Derivatives
+# ---------------------------------------------------------------------------------------------
+
+
+def well_separated(rng, shape, dtype):
+    """U diag(s) V^H with singular values 1, 2, ..., k (times 1.5): gaps far above the finite
+    differences' step."""
+    *batch, m, n = shape
+    k = min(m, n)
+    u, _ = np.linalg.qr(random_rhs(rng, tuple(batch) + (m, m), wide_dtype(dtype)))
+    v, _ = np.linalg.qr(random_rhs(rng, tuple(batch) + (n, n), wide_dtype(dtype)))
+    s = 1.5 * np.arange(k, 0, -1, dtype=np.float64)
+    return ((u[..., :, :k] * s) @ _h(v[..., :, :k])).astype(dtype)
+
+
+def _gauge_invariant(svd_fn):
+    """Outputs of the SVD that do not depend on the vectors' signs / phases: S, U f(S) V^H and
+    the projectors onto the leading two left and right singular subspaces."""
+
+    def f(a):
+        u, s, vh = svd_fn(a)
+        weighted = jnp.matmul(u * jnp.sqrt(s + 1).astype(u.dtype)[..., None, :], vh)
+        left = jnp.matmul(u[..., :, :2], jnp.conj(jnp.swapaxes(u[..., :, :2], -1, -2)))
+        right = jnp.matmul(jnp.conj(jnp.swapaxes(vh[..., :2, :], -1, -2)), vh[..., :2, :])
+        return s, weighted, left, right
+
+    return f
+
+
+# (shape, algorithm): square, tall, wide and batched, each algorithm met.
+GRAD_CASES = [((5, 5), "default"), ((6, 4), "qr"), ((4, 6), "default"), ((2, 4, 4), "qr"),
+              ((3, 5, 3), "jacobi"), ((4, 6), "qr")]
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES, ids=ids)
+@pytest.mark.parametrize("shape,algorithm", GRAD_CASES, ids=ids)
+def test_svd_check_grads(rng, dtype, shape, algorithm):
+    a = well_separated(rng, shape, dtype)
+    f = jax.jit(_gauge_invariant(lambda a: svd(a, full_matrices=False, algorithm=algorithm)))
+    check_grads(f, (a,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    g = jax.jit(lambda a: svdvals(a, algorithm=algorithm))
+    check_grads(g, (a,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4)], ids=ids)
+def test_svdvals_second_order(rng, shape):
+    a = well_separated(rng, shape, np.float64)
+    check_grads(jax.jit(svdvals), (a,), order=2, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (4, 6)], ids=ids)
+def test_jvp_matches_jax(rng, dtype, shape):
+    a = well_separated(rng, shape, dtype)
+    t = random_rhs(rng, shape, dtype)
+    full = shape[0] == shape[1]  # full_matrices=True is differentiable for square matrices only
+    pairs = [
+        (_gauge_invariant(lambda a: svd(a, full)),
+         _gauge_invariant(lambda a: jnp.linalg.svd(a, full))),
+        (svdvals, jnp.linalg.svdvals),
+    ]
+    if not jcm.gpu_available():
+        # On CPU both run the same LAPACK SVD: even the raw vectors' tangents agree.
+        pairs.append((lambda a: svd(a, False), lambda a: jnp.linalg.svd(a, False)))
+    for ours, theirs in pairs:
+        jvp = lambda f: jax.jit(lambda a, t: jax.jvp(f, (a,), (t,))[1])(a, t)
+        got, ref = jvp(ours), jvp(theirs)
+        for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+            assert rel_err(g, e, min(g.ndim, 2)) <= 1e-9
+    grad = jax.grad(lambda a: jnp.sum(svdvals(a) ** 3))(a)
+    grad_ref = jax.grad(lambda a: jnp.sum(jnp.linalg.svdvals(a) ** 3))(a)
+    assert rel_err(grad, grad_ref) <= 1e-9
+
+
+def test_full_matrices_jvp_not_implemented_like_jax(rng):
+    a = well_separated(rng, (5, 3), np.float64)
+    with pytest.raises(NotImplementedError, match="full_matrices"):
+        jax.jvp(lambda a: svd(a), (a,), (a,))
+    jax.jvp(lambda a: svd(a, compute_uv=False), (a,), (a,))  # values only: fine
+
+
+# ---------------------------------------------------------------------------------------------
+# pinv, matrix_rank, lstsq, norm, cond
+# ---------------------------------------------------------------------------------------------
+
+DERIVED_SHAPES = [(1, 1), (6, 6), (9, 4), (4, 9), (2, 3, 5, 7), (0, 4, 4)]
+
+
+@pytest.mark.parametrize("dtype,shape,strategy", strategy_grid(DTYPES, DERIVED_SHAPES))
+def test_pinv(rng, dtype, shape, strategy):
+    a = random_matrix(rng, shape, dtype, "general")
+    p = jit_call(pinv, a, strategy=strategy)
+    ref = jnp.linalg.pinv(a)
+    assert p.shape == ref.shape and p.dtype == ref.dtype
+    tol = rtol_for(dtype, max(shape[-2:]), 100)
+    assert rel_err(p, np.linalg.pinv(_wide(a))) <= tol
+    assert rel_err(p, ref) <= tol
+    if a.size:  # Penrose: A P A = A
+        assert rel_err(_wide(a) @ _wide(p) @ _wide(a), _wide(a)) <= tol
+
+
+def test_pinv_cuts_small_singular_values(rng):
+    a = random_matrix(rng, (2, 8, 8), np.float64, "singular")  # one zero singular value
+    for kw in ({}, dict(rtol=1e-3), dict(rcond=np.array([1e-3, 0.5])), dict(hermitian=False)):
+        assert rel_err(pinv(a, **kw), jnp.linalg.pinv(a, **kw)) <= 1e-9, kw
+    b = a @ _h(a)
+    assert rel_err(pinv(b, hermitian=True), jnp.linalg.pinv(b, hermitian=True)) <= 1e-9
+    with pytest.raises(ValueError, match="rtol"):
+        pinv(a, rtol=1e-3, rcond=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", [(5, 5), (6, 4), (4, 6)], ids=ids)
+def test_pinv_check_grads(rng, dtype, shape):
+    a = well_separated(rng, shape, dtype)
+    check_grads(jax.jit(pinv), (a,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+    t = random_rhs(rng, shape, dtype)
+    got = jax.jvp(pinv, (a,), (t,))[1]
+    assert rel_err(got, jax.jvp(jnp.linalg.pinv, (a,), (t,))[1]) <= 1e-9
+
+
+@pytest.mark.parametrize("dtype,strategy", strategy_grid(DTYPES))
+def test_matrix_rank(rng, dtype, strategy):
+    shape = (4, 10, 7)
+    a = random_matrix(rng, shape, dtype, "general")
+    a[1] = (random_rhs(rng, (10, 3), dtype) @ random_rhs(rng, (3, 7), dtype)).astype(dtype)
+    a[2] = 0
+    expected = np.array([7, 3, 0, 7])
+    got = matrix_rank(a, strategy=strategy)
+    assert np.all(np.asarray(got) == expected)
+    assert np.all(np.asarray(jnp.linalg.matrix_rank(a)) == expected)
+    # As jnp, a given rtol is compared with the singular values as they are (not scaled).
+    s = np.linalg.svd(_wide(a), compute_uv=False)
+    for kw in (dict(rtol=np.median(s)), dict(tol=np.array([1.0, 2.0, 0.5, 3.0]))):
+        threshold = next(iter(kw.values()))
+        expected = np.sum(s > np.asarray(threshold)[..., None], axis=-1)
+        assert np.all(np.asarray(matrix_rank(a, strategy=strategy, **kw)) == expected), kw
+        assert np.all(np.asarray(jnp.linalg.matrix_rank(a, **kw)) == expected), kw
+    assert int(matrix_rank(np.zeros(3))) == 0 and int(matrix_rank(np.ones(3))) == 1
+    with pytest.raises(ValueError, match="tol"):
+        matrix_rank(a, rtol=1e-3, tol=1e-3)
+
+
+LSTSQ_CASES = [((9, 4), (9,)), ((9, 4), (9, 3)), ((4, 9), (4, 2)), ((6, 6), (6,)), ((1, 1), (1,))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("case", LSTSQ_CASES, ids=ids)
+def test_lstsq(rng, dtype, case):
+    a_shape, b_shape = case
+    a = random_matrix(rng, a_shape, dtype, "general")
+    b = random_rhs(rng, b_shape, dtype)
+    x, resid, rank, s = jit_call(lstsq, a, b)
+    ref = jnp.linalg.lstsq(a, b)
+    for g, e in zip((x, resid, rank, s), ref):
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+    x_np, _, rank_np, s_np = np.linalg.lstsq(_wide(a), _wide(b), rcond=None)
+    tol = rtol_for(dtype, max(a_shape), 100)
+    assert rel_err(x, x_np, 1) <= tol and int(rank) == rank_np
+    assert rel_err(s, s_np, 1) <= tol
+    # Residuals may be ~0 (wide a): compare them on the scale of ||b||^2.
+    assert np.max(np.abs(np.asarray(resid) - np.asarray(ref[1]))) <= tol * np.sum(np.abs(b) ** 2)
+
+
+def test_lstsq_rank_deficient_and_numpy_resid(rng):
+    a = random_matrix(rng, (8, 5), np.float64, "singular")
+    b = random_rhs(rng, (8, 2), np.float64)
+    for kw in ({}, dict(rcond=1e-2), dict(numpy_resid=True), dict(rcond=-1)):
+        for g, e in zip(lstsq(a, b, **kw), jnp.linalg.lstsq(a, b, **kw)):
+            assert g.shape == e.shape and rel_err(np.atleast_1d(g), np.atleast_1d(e), 1) <= 1e-9
+    x, resid, rank, s = lstsq(np.zeros((3, 0)), np.ones(3))
+    assert x.shape == (0,) and int(rank) == 0 and s.shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("ord", [2, -2, "nuc", None, "fro", 1, np.inf], ids=ids)
+@pytest.mark.parametrize("axis,keepdims", [((-2, -1), False), ((0, 2), True), (None, False)],
+                         ids=ids)
+def test_norm(rng, dtype, ord, axis, keepdims):
+    x = random_rhs(rng, (3, 5, 4), dtype)
+    if axis is None and ord is not None:
+        x = x[0]  # a matrix norm over all axes needs a matrix
+    got = norm(x, ord, axis, keepdims)
+    ref = jnp.linalg.norm(x, ord, axis, keepdims)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert rel_err(np.atleast_1d(got), np.atleast_1d(ref), 1) <= rtol_for(dtype, 5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("p", [None, 2, -2, 1, "fro", -np.inf], ids=ids)
+def test_cond(rng, dtype, p):
+    x = random_matrix(rng, (3, 5, 5), dtype, "ill_conditioned")
+    got, ref = cond(x, p), jnp.linalg.cond(x, p)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert rel_err(got, np.linalg.cond(_wide(x), p), 0) <= 0.05  # forward error ~ cond * eps
+    singular = np.zeros((2, 4, 4), dtype)
+    singular[1] = np.eye(4)
+    got, ref = np.asarray(cond(singular, p)), np.asarray(jnp.linalg.cond(singular, p))
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got),
+                                                                            np.isinf(ref))
+    if p in (2, None):  # rectangular works for the SVD norms
+        r = random_matrix(rng, (6, 4), dtype, "general")
+        assert rel_err(cond(r, p), np.linalg.cond(_wide(r), p), 0) <= rtol_for(dtype, 6, 100)
+
+
+def test_derived_ops_take_strategy_and_agree(rng):
+    a = random_matrix(rng, (6, 9, 7), np.complex64, "general")
+    tol = rtol_for(np.complex64, 9, 100)
+    for strategy in ALL_STRATEGIES:
+        kw = dict(strategy=strategy, lanes=3)
+        assert rel_err(pinv(a, **kw), jnp.linalg.pinv(a)) <= tol
+        assert rel_err(norm(a, 2, (-2, -1), **kw), jnp.linalg.norm(a, 2, (-2, -1)), 0) <= tol
+        assert rel_err(cond(a, **kw), jnp.linalg.cond(a), 0) <= tol
+        assert np.all(np.asarray(matrix_rank(a, **kw)) == 7)
+        x, *_ = lstsq(a[0], a[0, :, 0], **kw)
+        assert rel_err(x, np.eye(7)[0], 1) <= tol
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream semantics and concurrency
+# ---------------------------------------------------------------------------------------------
+
+
+def _pipeline(svd_fn, svdvals_fn, pinv_fn):
+    """A jitted function whose inputs are made by XLA ops just before and whose outputs are used
+    by XLA ops just after: a missing fork or join gives wrong numbers. Only quantities that do
+    not depend on the vectors' signs are compared."""
+
+    def f(x, y, c):
+        n = x.shape[-1]
+        a = x + 0.1 * (x @ y) / n
+        u, s, vh = svd_fn(a)
+        projected = 2 * (u @ (jnp.conj(jnp.swapaxes(u, -1, -2)) @ c))
+        values = svdvals_fn(a - 1) + 1
+        p = pinv_fn(a * 2)
+        return projected, jnp.sum(s, -1), values, 3 * (p @ c), a.sum()
+
+    return jax.jit(f)
+
+
+def _check_pipeline(rng, strategy, lanes, algorithm, dtype, batch, m, n, iterations):
+    kw = dict(strategy=strategy, lanes=lanes)
+    ours = _pipeline(functools.partial(svd, full_matrices=False, algorithm=algorithm, **kw),
+                     functools.partial(svdvals, algorithm=algorithm, **kw),
+                     functools.partial(pinv, **kw))
+    ref = _pipeline(functools.partial(jnp.linalg.svd, full_matrices=False),
+                    jnp.linalg.svdvals, jnp.linalg.pinv)
+    inputs = [
+        tuple(jax.device_put(v) for v in (random_rhs(rng, (batch, m, n), dtype),
+                                          random_rhs(rng, (batch, n, n), dtype),
+                                          random_rhs(rng, (batch, m, 3), dtype)))
+        for _ in range(iterations)
+    ]
+    # Dispatch everything before looking at any result, so consecutive calls overlap.
+    got = [ours(*args) for args in inputs]
+    expected = [ref(*args) for args in inputs]
+    tol = rtol_for(dtype, m, 100)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        for j, (x, y) in enumerate(zip(g, e)):
+            assert rel_err(x, y, min(2, np.ndim(y))) <= tol, f"iteration {i}, output {j}"
+
+
+@pytest.mark.parametrize("strategy", ["auto", "batched"])
+def test_pipeline_in_jit(rng, strategy):
+    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
+    _check_pipeline(rng, strategy, 2, "default", np.float64, batch=4, m=9, n=5, iterations=3)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [1, 8])
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("algorithm,m,n", [("jacobi", 24, 20), ("jacobi", 48, 40),
+                                          ("qr", 40, 24)])
+def test_stream_semantics_gpu(rng, strategy, lanes, algorithm, m, n):
+    _check_pipeline(rng, strategy, lanes, algorithm, np.float32, batch=64, m=m, n=n,
+                    iterations=20)
+
+
+def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
+    """8 threads call shared jitted functions at once, each on its own data."""
+    dtype = np.float64
+    jitted = {
+        (s, alg): jax.jit(functools.partial(svd, full_matrices=False, algorithm=alg, strategy=s,
+                                            lanes=lanes))
+        for s in ALL_STRATEGIES for alg in ("jacobi", "qr")
+    }
+    keys = sorted(jitted)
+    data = [[random_matrix(rng, (batch, m, n), dtype, "general") for _ in range(iterations)]
+            for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def worker(t):
+        fn = jitted[keys[t % len(keys)]]
+        start.wait()
+        return [fn(a) for a in data[t]]
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(worker, range(threads)))
+
+    for t in range(threads):
+        for (u, s, vh), a in zip(results[t], data[t]):
+            check_svd(a, u, s, vh, False, dtype)
+
+
+def test_threads_cpu(rng):
+    _check_threads(rng, batch=4, m=10, n=6, iterations=3, lanes=2)
+
+
+@requires_gpu
+@pytest.mark.slow
+def test_threads_gpu(rng):
+    _check_threads(rng, batch=32, m=30, n=24, iterations=10, lanes=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering: the FFI targets on CUDA, none on CPU; what auto picks
+# ---------------------------------------------------------------------------------------------
+
+
+def _svd_family_calls(strategy):
+    kw = dict(strategy=strategy)
+    return {
+        "svd": (lambda a: svd(a, **kw), [(4, 9, 5)], {"jcm_gesvdj"}),
+        "svd reduced wide": (lambda a: svd(a, False, **kw), [(4, 5, 40)], {"jcm_gesvdj"}),
+        "svd qr tall": (lambda a: svd(a, algorithm="qr", **kw), [(4, 9, 5)], {"jcm_gesvd"}),
+        "svd qr wide": (lambda a: svd(a, False, algorithm="qr", **kw), [(3, 5, 9)],
+                        {"jcm_gesvd"}),
+        "svd large": (lambda a: svd(a, False, **kw), [(2, 1100, 3)], {"jcm_gesvd"}),
+        "svdvals": (lambda a: svdvals(a, **kw), [(9, 5)], {"jcm_gesvdj"}),
+        "svdvals qr": (lambda a: svdvals(a, algorithm="qr", **kw), [(4, 5, 9)], {"jcm_gesvd"}),
+        "pinv": (lambda a: pinv(a, **kw), [(4, 9, 5)], {"jcm_gesvdj"}),
+        "norm": (lambda a: norm(a, 2, (-2, -1), **kw), [(4, 9, 5)], {"jcm_gesvdj"}),
+        "grad svdvals": (jax.grad(lambda a: jnp.sum(svdvals(a, **kw))), [(4, 9, 5)],
+                         {"jcm_gesvdj"}),
+    }
+
+
+def _exported_text(fn, shapes, dtype, platform):
+    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in TARGETS]
+    exported = jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)
+    return exported(*args).mlir_module()
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
+    # Exported for CUDA on whatever machine this is; the lowering needs only the extension's
+    # presence (it picks the FFI call), not a GPU, so claim it is there if it is not built.
+    if not _ffi.extension_loaded():
+        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+    for name, (fn, shapes, expected) in _svd_family_calls(strategy).items():
+        text = _exported_text(fn, shapes, dtype, "cuda")
+        for target in TARGETS:
+            assert (f"@{target}(" in text) == (target in expected), (name, target)
+        assert "cusolver_gesvd" not in text, name  # JAX's own SVD is not used next to ours
+
+
+def test_cuda_lowering_layouts_and_attributes(monkeypatch):
+    if not _ffi.extension_loaded():
+        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+    # A wide matrix reaches gesvd row-major (A^T column-major) with transposed = 1; a tall one
+    # column-major.
+    wide = _exported_text(lambda a: svd(a, algorithm="qr"), [(3, 5, 9)], np.float32, "cuda")
+    assert "transposed = 1" in wide and "dense<[2, 1, 0]>" in wide
+    tall = _exported_text(lambda a: svd(a, algorithm="qr"), [(3, 9, 5)], np.float32, "cuda")
+    assert "transposed = 0" in tall and "dense<[1, 2, 0]>" in tall
+    # gesvdjBatched has no economy mode: batched asks for square vectors.
+    batched = _exported_text(lambda a: svd(a, False, strategy="batched"), [(8, 9, 5)],
+                             np.float32, "cuda")
+    assert "econ = 0" in batched and "strategy = 2" in batched
+    looped = _exported_text(lambda a: svd(a, False, strategy="looped"), [(8, 9, 5)],
+                            np.float32, "cuda")
+    assert "econ = 1" in looped and "strategy = 0" in looped
+    values = _exported_text(lambda a: svdvals(a), [(8, 9, 5)], np.float32, "cuda")
+    assert "compute_uv = 0" in values
+
+
+def _lowered_text(fn, shapes, dtype, platform):
+    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,)).as_text()
+
+
+@pytest.mark.parametrize("strategy", ["auto", "looped"])
+def test_cpu_lowering_has_no_ffi_call(strategy):
+    for name, (fn, shapes, _) in _svd_family_calls(strategy).items():
+        if name == "svd large":
+            continue  # a big LAPACK SVD to compile, nothing new
+        text = _lowered_text(fn, shapes, np.float64, "cpu")
+        assert not any(t in text for t in TARGETS), name
+    assert "gesdd" in _lowered_text(lambda a: svd(a), [(5, 3)], np.float64, "cpu")
+    assert "gesvd" in _lowered_text(lambda a: svd(a, algorithm="qr"), [(5, 3)], np.float64,
+                                    "cpu")
+
+
+@requires_gpu
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+def test_gpu_lowering_uses_ffi(strategy):
+    for name, (fn, shapes, expected) in _svd_family_calls(strategy).items():
+        args = [jnp.ones(s, np.float32) for s in shapes]
+        text = jax.jit(fn).lower(*args).as_text()  # lowered for the GPU it runs on
+        assert all(t in text for t in expected), name
+
+
+def test_auto_choices():
+    choose = jcm_strategy.choose
+    assert jcm_strategy.svd_routine("default", 1024, 7) == "gesvdj"
+    assert jcm_strategy.svd_routine("default", 1025, 7) == "gesvd"
+    assert jcm_strategy.svd_routine("qr", 8, 8) == "gesvd"
+    assert jcm_strategy.svd_routine("jacobi", 4000, 8) == "gesvdj"
+    assert choose("gesvdj", 64, (32, 32), np.float32).strategy == "batched"
+    assert choose("gesvdj", 64, (33, 32), np.float32).strategy == "looped"
+    assert choose("gesvdj", 1, (64, 64), np.float32).strategy == "sequential"
+    # gesvdjBatched cannot take n > 32: a request for it goes to lanes.
+    assert choose("gesvdj", 64, (64, 64), np.float32, "batched").strategy == "looped"
+    assert choose("gesvd", 64, (16, 16), np.float32).strategy == "looped"
+    for op in ("svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"):
+        plan = jcm.explain(op, (8, 16, 12), np.dtype(np.float32))
+        assert plan.op == "gesvdj" and plan.strategy == "batched", op
+    assert jcm.explain("svd", (4, 2048, 2048), np.float32).op == "gesvd"
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: clear errors
+# ---------------------------------------------------------------------------------------------
+
+_CALLS = {
+    "svd": lambda a: svd(a),
+    "svdvals": lambda a: svdvals(a),
+    "pinv": lambda a: pinv(a),
+    "matrix_rank": lambda a: matrix_rank(a),
+    "lstsq": lambda a: lstsq(a, a[:, 0]),
+    "norm": lambda a: norm(a, 2),
+}
+
+
+@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.bool_, np.float16], ids=ids)
+@pytest.mark.parametrize("op", sorted(_CALLS))
+def test_unsupported_dtype_raises_type_error(op, bad_dtype):
+    a = (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype)
+    with pytest.raises(TypeError) as info:
+        _CALLS[op](a)
+    message = str(info.value)
+    assert np.dtype(bad_dtype).name in message and op in message, message
+    with pytest.raises(TypeError):
+        jax.jit(_CALLS[op])(a)
+
+
+@pytest.mark.parametrize("shape", [(4,), ()], ids=ids)
+@pytest.mark.parametrize("op", ["svd", "svdvals", "pinv", "cond"])
+def test_wrong_rank_raises_value_error(rng, op, shape):
+    v = random_rhs(rng, shape, np.float32)
+    call = {"cond": cond}.get(op, _CALLS.get(op))
+    with pytest.raises(ValueError) as info:
+        call(v)
+    assert str(info.value).strip()
+
+
+@pytest.mark.parametrize("algorithm", ["gesvd", "polar", jax.lax.linalg.SvdAlgorithm.POLAR,
+                                       jax.lax.linalg.SvdAlgorithm.DIVIDE_AND_CONQUER, 3, ""],
+                         ids=ids)
+def test_bad_algorithm_raises_value_error(rng, algorithm):
+    a = random_matrix(rng, (5, 4), np.float64, "general")
+    with pytest.raises(ValueError, match="algorithm"):
+        svd(a, algorithm=algorithm)
+    with pytest.raises(ValueError, match="algorithm"):
+        svdvals(a, algorithm=algorithm)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: lstsq(np.ones((5, 3)), np.ones(4)),           # rows of b
+        lambda: lstsq(np.ones((2, 5, 3)), np.ones((2, 5))),   # batched a, as jnp
+        lambda: lstsq(np.ones((5, 3)), np.ones((5, 2, 2))),   # b of rank 3
+        lambda: cond(np.ones((0, 3))),
+        lambda: cond(np.ones((4, 3)), 1),                     # p = 1 needs a square matrix
+        lambda: norm(np.ones((2, 3, 4)), 2),                  # a matrix norm of three axes
+    ],
+    ids=["lstsq-rows", "lstsq-batched", "lstsq-b-rank", "cond-empty", "cond-p1-rect",
+         "norm-3-axes"],
+)
+def test_mismatched_shapes_raise(call):
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    assert str(info.value).strip()
+
+
+def test_bad_options_raise(rng):
+    a = random_matrix(rng, (2, 4, 4), np.float32, "general")
+    for kwargs in (dict(strategy="fastest"), dict(lanes=0)):
+        for call in (lambda: svd(a, **kwargs), lambda: svdvals(a, **kwargs),
+                     lambda: pinv(a, **kwargs), lambda: matrix_rank(a, **kwargs)):
+            with pytest.raises(ValueError):
+                call()
