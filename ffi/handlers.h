@@ -13,6 +13,7 @@
   X(jcm_ormqr)          \
   X(jcm_sytrf)          \
   X(jcm_sytrs)          \
+  X(jcm_matmul)         \
   X(jcm_timer_stamp)
 
 #define JCM_DECLARE_HANDLER(name) extern "C" XLA_FFI_Error* name(XLA_FFI_CallFrame* call_frame);
