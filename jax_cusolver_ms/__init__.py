@@ -8,6 +8,7 @@ from ._ffi import gpu_available, lane_count, library_versions
 from .cholesky import cho_factor, cho_solve, cholesky
 from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
+from .matmul import matmul
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
 from .settings import STRATEGIES, config
 from .strategy import explain
@@ -17,6 +18,6 @@ __version__ = "0.1.0"
 __all__ = [
     "QRResult", "STRATEGIES", "cho_factor", "cho_solve", "cholesky", "config", "det", "explain",
     "gpu_available", "householder_product", "inv", "lane_count", "ldl_factor", "ldl_solve",
-    "library_versions", "lu", "lu_factor", "lu_solve", "ormqr", "qr", "qr_multiply", "slogdet",
+    "library_versions", "lu", "lu_factor", "lu_solve", "matmul", "ormqr", "qr", "qr_multiply", "slogdet",
     "solve",
 ]
