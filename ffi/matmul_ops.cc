@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -35,7 +36,7 @@ namespace {
 // Most workspace an algorithm may ask for: what XLA grants its own GEMMs on Hopper.
 constexpr size_t kMaxWorkspaceBytes = size_t{32} << 20;
 // Heuristic candidates timed once per plan when the algorithm is autotuned.
-constexpr int kAutotuneCandidates = 8;
+constexpr int kAutotuneCandidates = 16;
 constexpr int kAutotuneRuns = 3;
 // The `algorithm` attribute: this value autotunes; i >= 0 pins the heuristic's i-th candidate.
 constexpr int32_t kAutotune = -1;
@@ -503,19 +504,30 @@ ffi::ErrorOr<std::unique_ptr<LtPlan>> build_plan(cublasLtHandle_t handle, const 
   return plan;
 }
 
-std::string plan_key(const MatmulCall& call) {
+// Everything a plan depends on; built on every call, so kept to plain integers (no strings).
+struct PlanKey {
+  std::array<int64_t, 19> parts;
+  bool operator==(const PlanKey& other) const { return parts == other.parts; }
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the parts
+    for (int64_t part : key.parts) h = (h ^ static_cast<uint64_t>(part)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+PlanKey plan_key(const MatmulCall& call) {
   const Problem& p = call.problem;
-  const int64_t parts[] = {
-      call.device, call.types.operand, call.types.result, call.types.scale, call.types.compute,
-      p.op_a, p.op_b, p.rows, p.cols, p.inner, p.batch, p.stride_a, p.stride_b,
-      static_cast<int64_t>(epilogue_of(call.bias != nullptr, call.activation)), call.algorithm,
-      alignment(call.a, p.stride_a * call.operand_bytes),
-      alignment(call.b, p.stride_b * call.operand_bytes),
-      alignment(call.out, p.stride_d * call.result_bytes),
-      call.bias == nullptr ? 0 : alignment(call.bias, 0)};
-  std::string key;
-  for (int64_t part : parts) key += std::to_string(part) + ",";
-  return key;
+  return PlanKey{{call.device, call.types.operand, call.types.result, call.types.scale,
+                  call.types.compute, p.op_a, p.op_b, p.rows, p.cols, p.inner, p.batch,
+                  p.stride_a, p.stride_b,
+                  static_cast<int64_t>(epilogue_of(call.bias != nullptr, call.activation)),
+                  call.algorithm, alignment(call.a, p.stride_a * call.operand_bytes),
+                  alignment(call.b, p.stride_b * call.operand_bytes),
+                  alignment(call.out, p.stride_d * call.result_bytes),
+                  call.bias == nullptr ? 0 : alignment(call.bias, 0)}};
 }
 
 // The plan of a call shape, built on first use. Two threads meeting a new shape at once may both
@@ -523,8 +535,8 @@ std::string plan_key(const MatmulCall& call) {
 ffi::ErrorOr<LtPlan*> find_plan(cublasLtHandle_t handle, const MatmulCall& call,
                                 ffi::ScratchAllocator& scratch) {
   static std::mutex mu;
-  static auto* plans = new std::unordered_map<std::string, std::unique_ptr<LtPlan>>();
-  const std::string key = plan_key(call);
+  static auto* plans = new std::unordered_map<PlanKey, std::unique_ptr<LtPlan>, PlanKeyHash>();
+  const PlanKey key = plan_key(call);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = plans->find(key);
