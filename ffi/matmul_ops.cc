@@ -40,6 +40,7 @@ constexpr int kAutotuneCandidates = 16;
 constexpr int kAutotuneRuns = 3;
 // The `algorithm` attribute: this value autotunes; i >= 0 pins the heuristic's i-th candidate.
 constexpr int32_t kAutotune = -1;
+constexpr int32_t kMaxAlgorithm = 255;
 
 // --- Element and compute types ----------------------------------------------------------------
 
@@ -600,8 +601,9 @@ ffi::Error matmul_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
     return invalid_argument("matmul: activation must be 0 (none), 1 (relu) or 2 (gelu), got " +
                             std::to_string(activation));
   }
-  if (algorithm < kAutotune) {
-    return invalid_argument("matmul: algorithm must be -1 (autotune) or a candidate index >= 0");
+  if (algorithm < kAutotune || algorithm > kMaxAlgorithm) {
+    return invalid_argument("matmul: algorithm must be -1 (autotune) or a candidate index 0.." +
+                            std::to_string(kMaxAlgorithm) + ", got " + std::to_string(algorithm));
   }
   if (a.element_type() != b.element_type()) {
     return invalid_argument("matmul: a and b must have the same dtype, got " +

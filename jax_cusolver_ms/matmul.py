@@ -26,6 +26,7 @@ _TRANSPOSED = {_N: _T, _T: _N, _C: _CONJ}           # op(x)^T as an op on x
 _CONJUGATED = {_N: _CONJ, _T: _C, _C: _T, _CONJ: _N}  # conj(op(x)) as an op on x
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}  # the FFI attribute's codes
+MAX_ALGORITHM = 255  # the largest heuristic candidate index the handler accepts
 
 MATMUL_DTYPES = tuple(np.dtype(d) for d in (jnp.bfloat16, jnp.float16, np.float32, np.float64,
                                             np.complex64, np.complex128))
@@ -350,9 +351,9 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
         operands.append(bias.astype(out_dtype))
     if algorithm is None:
         algorithm = -1
-    elif not isinstance(algorithm, (int, np.integer)) or algorithm < 0:
-        raise ValueError(f"matmul: algorithm must be None (autotune) or an int >= 0, got "
-                         f"{algorithm!r}")
+    elif not isinstance(algorithm, (int, np.integer)) or not 0 <= algorithm <= MAX_ALGORITHM:
+        raise ValueError(f"matmul: algorithm must be None (autotune) or an int in 0.."
+                         f"{MAX_ALGORITHM}, got {algorithm!r}")
     out = matmul_p.bind(*operands, transpose_a=op_a, transpose_b=op_b, activation=activation,
                         allow_tf32=tf32_allowed(precision, dtype), out_dtype=out_dtype,
                         algorithm=int(algorithm))
