@@ -6,7 +6,8 @@
 // each operand is the same op flag on its stored matrix. A plan (matmul descriptor, layouts, the
 // chosen algorithm and its workspace size) is built once per call shape and reused; the
 // workspace comes from XLA's scratch allocator on every call; everything runs on XLA's stream.
-// Where cuBLASLt offers no algorithm, cublasGemmStridedBatchedEx and an epilogue kernel do it.
+// cuBLAS's own GEMM (cublasGemmStridedBatchedEx, then an epilogue kernel) runs where cuBLASLt has
+// no algorithm, where autotuning finds it faster, or when the caller pins it.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -38,8 +39,11 @@ constexpr size_t kMaxWorkspaceBytes = size_t{32} << 20;
 // Heuristic candidates timed once per plan when the algorithm is autotuned.
 constexpr int kAutotuneCandidates = 16;
 constexpr int kAutotuneRuns = 3;
-// The `algorithm` attribute: this value autotunes; i >= 0 pins the heuristic's i-th candidate.
+// The `algorithm` attribute: -1 autotunes (cuBLASLt's candidates and cuBLAS's own GEMM), -2
+// pins cuBLAS's own GEMM (cublasGemmStridedBatchedEx + epilogue kernel), i >= 0 pins the
+// heuristic's i-th candidate.
 constexpr int32_t kAutotune = -1;
+constexpr int32_t kCublasGemm = -2;
 constexpr int32_t kMaxAlgorithm = 255;
 
 // --- Element and compute types ----------------------------------------------------------------
@@ -351,6 +355,33 @@ ffi::ErrorOr<cublasLtMatrixLayout_t> make_layout(cudaDataType type, int64_t rows
   return layout;
 }
 
+// cublasGemmStridedBatchedEx, then the epilogue as a kernel: for what cuBLASLt has no algorithm.
+ffi::Error run_fallback(const MatmulCall& call, ffi::ScratchAllocator& scratch) {
+  const Problem& p = call.problem;
+  const MatmulTypes& t = call.types;
+  JCM_ASSIGN_OR_RETURN(BorrowedBlas blas, BorrowedBlas::Borrow(call.device));
+  // A workspace of this call (stream-ordered by XLA) rather than the handle's default one,
+  // which a previous call on another stream might still be using.
+  JCM_ASSIGN_OR_RETURN(std::byte * workspace,
+                       allocate_scratch(scratch, kMaxWorkspaceBytes, "matmul (cuBLAS)"));
+  JCM_CUBLAS("cublasSetStream", cublasSetStream(blas.get(), call.stream));
+  JCM_CUBLAS("cublasSetWorkspace",
+             cublasSetWorkspace(blas.get(), workspace, kMaxWorkspaceBytes));
+  const Scalars scalars(t.scale);
+  JCM_CUBLAS("cublasGemmStridedBatchedEx",
+             cublasGemmStridedBatchedEx(
+                 blas.get(), p.op_b, p.op_a, static_cast<int>(p.cols), static_cast<int>(p.rows),
+                 static_cast<int>(p.inner), scalars.one, call.b, t.operand,
+                 static_cast<int>(p.ldb), p.stride_b, call.a, t.operand, static_cast<int>(p.lda),
+                 p.stride_a, scalars.zero, call.out, t.result, static_cast<int>(p.ldd),
+                 p.stride_d, static_cast<int>(p.batch), t.compute, CUBLAS_GEMM_DEFAULT));
+  if (call.bias != nullptr || call.activation != Activation::kNone) {
+    JCM_CUDA(bias_activation(call.stream, t.result, call.out, call.bias, p.batch * p.rows,
+                             p.cols, call.activation));
+  }
+  return ffi::Error::Success();
+}
+
 ffi::Error run_lt(cublasLtHandle_t handle, LtPlan& plan, const MatmulCall& call, void* workspace,
                   const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes) {
   const Scalars scalars(call.types.scale);
@@ -371,54 +402,65 @@ ffi::Error run_lt(cublasLtHandle_t handle, LtPlan& plan, const MatmulCall& call,
   return ffi::Error::Success();
 }
 
-// Times each candidate on the call's own operands (a few runs after one warm-up) and returns the
-// index of the fastest. Runs once per plan; blocks the host until the runs finish.
-ffi::ErrorOr<size_t> autotune(cublasLtHandle_t handle, LtPlan& plan, const MatmulCall& call,
-                              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates,
-                              ffi::ScratchAllocator& scratch) {
+// Two timing events, destroyed with the object.
+class EventPair {
+ public:
+  static ffi::ErrorOr<std::unique_ptr<EventPair>> Create() {
+    auto events = std::unique_ptr<EventPair>(new EventPair());
+    JCM_CUDA(cudaEventCreate(&events->start));
+    JCM_CUDA(cudaEventCreate(&events->stop));
+    return events;
+  }
+  ~EventPair() {
+    if (start != nullptr) cudaEventDestroy(start);
+    if (stop != nullptr) cudaEventDestroy(stop);
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+
+ private:
+  EventPair() = default;
+};
+
+// Device milliseconds of kAutotuneRuns back-to-back runs after one warm-up; infinity when the
+// library refuses the warm-up (a candidate that cannot run here is skipped, not an error).
+template <typename Run>
+ffi::ErrorOr<float> time_runs(cudaStream_t stream, const EventPair& events, Run&& run) {
+  if (run().failure()) return std::numeric_limits<float>::infinity();
+  JCM_CUDA(cudaEventRecord(events.start, stream));
+  for (int r = 0; r < kAutotuneRuns; ++r) JCM_RETURN_IF_ERROR(run());
+  JCM_CUDA(cudaEventRecord(events.stop, stream));
+  JCM_CUDA(cudaEventSynchronize(events.stop));
+  float ms = 0;
+  JCM_CUDA(cudaEventElapsedTime(&ms, events.start, events.stop));
+  return ms;
+}
+
+// Times each cuBLASLt candidate, and cuBLAS's own GEMM (plus the epilogue kernel), on the call's
+// own operands and returns the fastest: a candidate's index, or nullopt for cuBLAS's GEMM. Runs
+// once per plan; blocks the host until the runs finish.
+ffi::ErrorOr<std::optional<size_t>> autotune(
+    cublasLtHandle_t handle, LtPlan& plan, const MatmulCall& call,
+    const std::vector<cublasLtMatmulHeuristicResult_t>& candidates,
+    ffi::ScratchAllocator& scratch) {
   size_t workspace_bytes = 0;
   for (const auto& c : candidates) workspace_bytes = std::max(workspace_bytes, c.workspaceSize);
   JCM_ASSIGN_OR_RETURN(std::byte * workspace,
                        allocate_scratch(scratch, workspace_bytes, "matmul autotuning"));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  JCM_CUDA(cudaEventCreate(&start));
-  ffi::Error created = check_cuda(cudaEventCreate(&stop), "cudaEventCreate", __FILE__, __LINE__);
-  if (created.failure()) {
-    cudaEventDestroy(start);
-    return ErrorReturn{std::move(created)};
-  }
-  auto time_candidate = [&](const cublasLtMatmulHeuristicResult_t& c) -> ffi::ErrorOr<float> {
-    // A candidate the library refuses at run time is skipped, not an error.
-    if (run_lt(handle, plan, call, workspace, c.algo, c.workspaceSize).failure()) {
-      return std::numeric_limits<float>::infinity();
-    }
-    JCM_CUDA(cudaEventRecord(start, call.stream));
-    for (int r = 0; r < kAutotuneRuns; ++r) {
-      JCM_RETURN_IF_ERROR(run_lt(handle, plan, call, workspace, c.algo, c.workspaceSize));
-    }
-    JCM_CUDA(cudaEventRecord(stop, call.stream));
-    JCM_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    JCM_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    return ms;
-  };
-  size_t best = 0;
-  float best_ms = std::numeric_limits<float>::infinity();
-  ffi::Error failed = ffi::Error::Success();
+  JCM_ASSIGN_OR_RETURN(std::unique_ptr<EventPair> events, EventPair::Create());
+  JCM_ASSIGN_OR_RETURN(float best_ms, time_runs(call.stream, *events, [&]() {
+                         return run_fallback(call, scratch);
+                       }));
+  std::optional<size_t> best;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    ffi::ErrorOr<float> ms = time_candidate(candidates[i]);
-    if (ms.has_error()) {
-      failed = std::move(ms.error());
-      break;
-    }
-    if (ms.value() < best_ms) {
-      best_ms = ms.value();
+    JCM_ASSIGN_OR_RETURN(float ms, time_runs(call.stream, *events, [&]() {
+                           return run_lt(handle, plan, call, workspace, candidates[i].algo,
+                                         candidates[i].workspaceSize);
+                         }));
+    if (ms < best_ms) {
+      best_ms = ms;
       best = i;
     }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  JCM_RETURN_IF_ERROR(std::move(failed));
   return best;
 }
 
@@ -434,6 +476,8 @@ ffi::ErrorOr<std::unique_ptr<LtPlan>> build_plan(cublasLtHandle_t handle, const 
   JCM_RETURN_IF_ERROR(set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                static_cast<int32_t>(p.op_a), "TRANSB"));
   const bool has_bias = call.bias != nullptr;
+  // Bias epilogues want a 16-byte aligned vector (XLA's buffers are); else the fallback runs.
+  if (has_bias && alignment(call.bias, 0) < 16) return plan;
   JCM_RETURN_IF_ERROR(set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                static_cast<uint32_t>(epilogue_of(has_bias, call.activation)),
                                "EPILOGUE"));
@@ -477,10 +521,11 @@ ffi::ErrorOr<std::unique_ptr<LtPlan>> build_plan(cublasLtHandle_t handle, const 
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, plan->desc, plan->b, plan->a, plan->d, plan->d, pref, wanted, results.data(),
       &returned);
-  // NOT_SUPPORTED: no cuBLASLt kernel for this configuration (the fallback runs).
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    JCM_CUBLAS("cublasLtMatmulAlgoGetHeuristic", status);
-  }
+  // NOT_SUPPORTED (no kernel for this configuration) and INVALID_VALUE (a combination this
+  // library version refuses, e.g. an epilogue for a type): the fallback runs. Anything else fails.
+  const bool no_lt_kernel = status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                            status == CUBLAS_STATUS_INVALID_VALUE;
+  if (!no_lt_kernel) JCM_CUBLAS("cublasLtMatmulAlgoGetHeuristic", status);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   for (int i = 0; status == CUBLAS_STATUS_SUCCESS && i < returned; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i]);
@@ -488,9 +533,10 @@ ffi::ErrorOr<std::unique_ptr<LtPlan>> build_plan(cublasLtHandle_t handle, const 
   if (candidates.empty()) return plan;
   size_t chosen = 0;
   if (call.algorithm == kAutotune) {
-    if (candidates.size() > 1) {
-      JCM_ASSIGN_OR_RETURN(chosen, autotune(handle, *plan, call, candidates, scratch));
-    }
+    JCM_ASSIGN_OR_RETURN(std::optional<size_t> fastest,
+                         autotune(handle, *plan, call, candidates, scratch));
+    if (!fastest.has_value()) return plan;  // cuBLAS's own GEMM was faster
+    chosen = *fastest;
   } else if (static_cast<size_t>(call.algorithm) < candidates.size()) {
     chosen = call.algorithm;
   } else {
@@ -549,33 +595,6 @@ ffi::ErrorOr<LtPlan*> find_plan(cublasLtHandle_t handle, const MatmulCall& call,
   return inserted.first->second.get();
 }
 
-// cublasGemmStridedBatchedEx, then the epilogue as a kernel: for what cuBLASLt has no algorithm.
-ffi::Error run_fallback(const MatmulCall& call, ffi::ScratchAllocator& scratch) {
-  const Problem& p = call.problem;
-  const MatmulTypes& t = call.types;
-  JCM_ASSIGN_OR_RETURN(BorrowedBlas blas, BorrowedBlas::Borrow(call.device));
-  // A workspace of this call (stream-ordered by XLA) rather than the handle's default one,
-  // which a previous call on another stream might still be using.
-  JCM_ASSIGN_OR_RETURN(std::byte * workspace,
-                       allocate_scratch(scratch, kMaxWorkspaceBytes, "matmul (cuBLAS)"));
-  JCM_CUBLAS("cublasSetStream", cublasSetStream(blas.get(), call.stream));
-  JCM_CUBLAS("cublasSetWorkspace",
-             cublasSetWorkspace(blas.get(), workspace, kMaxWorkspaceBytes));
-  const Scalars scalars(t.scale);
-  JCM_CUBLAS("cublasGemmStridedBatchedEx",
-             cublasGemmStridedBatchedEx(
-                 blas.get(), p.op_b, p.op_a, static_cast<int>(p.cols), static_cast<int>(p.rows),
-                 static_cast<int>(p.inner), scalars.one, call.b, t.operand,
-                 static_cast<int>(p.ldb), p.stride_b, call.a, t.operand, static_cast<int>(p.lda),
-                 p.stride_a, scalars.zero, call.out, t.result, static_cast<int>(p.ldd),
-                 p.stride_d, static_cast<int>(p.batch), t.compute, CUBLAS_GEMM_DEFAULT));
-  if (call.bias != nullptr || call.activation != Activation::kNone) {
-    JCM_CUDA(bias_activation(call.stream, t.result, call.out, call.bias, p.batch * p.rows,
-                             p.cols, call.activation));
-  }
-  return ffi::Error::Success();
-}
-
 ffi::ErrorOr<cublasOperation_t> parse_op(int32_t code, const char* name) {
   switch (code) {
     case 0: return CUBLAS_OP_N;
@@ -601,9 +620,10 @@ ffi::Error matmul_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
     return invalid_argument("matmul: activation must be 0 (none), 1 (relu) or 2 (gelu), got " +
                             std::to_string(activation));
   }
-  if (algorithm < kAutotune || algorithm > kMaxAlgorithm) {
-    return invalid_argument("matmul: algorithm must be -1 (autotune) or a candidate index 0.." +
-                            std::to_string(kMaxAlgorithm) + ", got " + std::to_string(algorithm));
+  if (algorithm < kCublasGemm || algorithm > kMaxAlgorithm) {
+    return invalid_argument("matmul: algorithm must be -1 (autotune), -2 (cuBLAS's GEMM) or a "
+                            "cuBLASLt candidate index 0.." + std::to_string(kMaxAlgorithm) +
+                            ", got " + std::to_string(algorithm));
   }
   if (a.element_type() != b.element_type()) {
     return invalid_argument("matmul: a and b must have the same dtype, got " +
@@ -648,6 +668,7 @@ ffi::Error matmul_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
     }
     return ffi::Error::Success();
   }
+  if (algorithm == kCublasGemm) return run_fallback(call, scratch);
   JCM_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(device));
   JCM_ASSIGN_OR_RETURN(LtPlan * plan, find_plan(handle, call, scratch));
   if (!plan->has_algo) return run_fallback(call, scratch);

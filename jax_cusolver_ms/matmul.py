@@ -26,6 +26,7 @@ _TRANSPOSED = {_N: _T, _T: _N, _C: _CONJ}           # op(x)^T as an op on x
 _CONJUGATED = {_N: _CONJ, _T: _C, _C: _T, _CONJ: _N}  # conj(op(x)) as an op on x
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}  # the FFI attribute's codes
+# The FFI attribute `algorithm`: -1 autotune, -2 cuBLAS's own GEMM, i >= 0 cuBLASLt's i-th.
 MAX_ALGORITHM = 255  # the largest heuristic candidate index the handler accepts
 
 MATMUL_DTYPES = tuple(np.dtype(d) for d in (jnp.bfloat16, jnp.float16, np.float32, np.float64,
@@ -312,9 +313,10 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
     preferred_element_type: the result dtype; float32 is allowed for half operands.
     transpose_a, transpose_b: False, True / "T" (transpose) or "C" (conjugate transpose): the
       operand is used as op(x), folded into cuBLAS's op flags (no copy).
-    algorithm: None autotunes once per call shape (the heuristic's candidates are timed on the
-      first call); an int i pins the i-th candidate of cuBLASLt's heuristic (0 = its first
-      choice).
+    algorithm: None autotunes once per call shape: the first call times cuBLASLt's heuristic
+      candidates and cuBLAS's own GEMM and keeps the fastest. An int i pins the i-th candidate
+      of cuBLASLt's heuristic (0 = its first choice); "cublas" pins cublasGemmStridedBatchedEx
+      (bias and activation then run as a separate kernel).
     """
     a, b = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a, b))
@@ -349,11 +351,11 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
             raise ValueError(f"matmul: bias must have shape ({shape[-1]},) (the result's "
                              f"columns), got {bias.shape}")
         operands.append(bias.astype(out_dtype))
-    if algorithm is None:
-        algorithm = -1
+    if algorithm is None or algorithm == "cublas":
+        algorithm = {None: -1, "cublas": -2}[algorithm]
     elif not isinstance(algorithm, (int, np.integer)) or not 0 <= algorithm <= MAX_ALGORITHM:
-        raise ValueError(f"matmul: algorithm must be None (autotune) or an int in 0.."
-                         f"{MAX_ALGORITHM}, got {algorithm!r}")
+        raise ValueError(f"matmul: algorithm must be None (autotune), 'cublas' or an int in "
+                         f"0..{MAX_ALGORITHM}, got {algorithm!r}")
     out = matmul_p.bind(*operands, transpose_a=op_a, transpose_b=op_b, activation=activation,
                         allow_tf32=tf32_allowed(precision, dtype), out_dtype=out_dtype,
                         algorithm=int(algorithm))

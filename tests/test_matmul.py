@@ -139,13 +139,18 @@ def test_zero_size(rng, a_shape, b_shape, activation):
     assert jcm.matmul(a, b).shape == jnp.matmul(a, b).shape
 
 
+# On the GPU: cuBLASLt's fused epilogue (autotuned) and cuBLAS's GEMM + the epilogue kernel.
+ALGORITHMS = [None, "cublas"]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
 @pytest.mark.parametrize("dtype", REAL_DTYPES, ids=ids)
-def test_epilogues(rng, dtype, activation, bias):
+def test_epilogues(rng, dtype, activation, bias, algorithm):
     a, b = random(rng, (3, 21, 33), dtype), random(rng, (33, 19), dtype)
     c = random(rng, (19,), dtype) if bias else None
-    out = jcm.matmul(a, b, bias=c, activation=activation)
+    out = jcm.matmul(a, b, bias=c, activation=activation, algorithm=algorithm)
     check(out, reference(a, b, bias=c, activation=activation), dtype)
     # JAX's unfused version: the GELU is the tanh approximation.
     z = jnp.matmul(a, b, precision="highest") + (0 if c is None else c)
@@ -153,10 +158,11 @@ def test_epilogues(rng, dtype, activation, bias):
     check(out, wide(act[activation](z)), dtype, tol=3 * TOL[dtype])
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=ids)
-def test_complex_bias(rng, dtype):
+def test_complex_bias(rng, dtype, algorithm):
     a, b, c = random(rng, (2, 5, 6), dtype), random(rng, (6, 4), dtype), random(rng, (4,), dtype)
-    check(jcm.matmul(a, b, bias=c, transpose_b=False), reference(a, b, bias=c), dtype)
+    check(jcm.matmul(a, b, bias=c, algorithm=algorithm), reference(a, b, bias=c), dtype)
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=ids)
@@ -365,7 +371,7 @@ def test_threads_gpu(rng):
 
 
 @requires_gpu
-@pytest.mark.parametrize("algorithm", [None, 0, 1])
+@pytest.mark.parametrize("algorithm", [None, 0, 1, "cublas"])
 def test_pinned_algorithms_agree(rng, algorithm):
     a, b = random(rng, (2, 96, 80), np.float32), random(rng, (80, 72), np.float32)
     c = random(rng, (72,), np.float32)
@@ -429,13 +435,15 @@ def test_cuda_lowering_emits_one_call_per_product(monkeypatch):
         return (jcm.matmul(a, b, bias=c, activation="gelu"),       # fused epilogue
                 jcm.matmul(a, b, transpose_b=False, transpose_a=False),
                 jcm.matmul(b, a, transpose_a="C", transpose_b="C"),  # real: C is T
-                jcm.matmul(z, z, transpose_a="C", algorithm=2))
+                jcm.matmul(z, z, transpose_a="C", algorithm=2),
+                jcm.matmul(a, b, algorithm="cublas"))
 
     lines = _custom_calls(_cuda_module_text(f, a, b, c, z))
-    assert len(lines) == 4, lines
+    assert len(lines) == 5, lines
     assert "activation = 2 : i32" in lines[0] and "tensor<12xf32>" in lines[0]
     assert "transpose_a = 1 : i32, transpose_b = 1 : i32" in lines[2]
     assert "transpose_a = 2 : i32" in lines[3] and "algorithm = 2 : i32" in lines[3]
+    assert "algorithm = -1 : i32" in lines[0] and "algorithm = -2 : i32" in lines[4]
     # Row-major operands: no layout change, no transposed copies.
     assert all("transpose" not in l.split("custom_call")[0] for l in lines)
 
@@ -519,6 +527,7 @@ _G = np.ones((4, 5), np.float32)
     (lambda: jcm.matmul(_F, _G, precision="ultra"), ValueError, "unsupported precision"),
     (lambda: jcm.matmul(_F, _G, algorithm=-2), ValueError, "algorithm must be"),
     (lambda: jcm.matmul(_F, _G, algorithm=256), ValueError, "algorithm must be"),
+    (lambda: jcm.matmul(_F, _G, algorithm="fast"), ValueError, "algorithm must be"),
 ], ids=lambda x: "" if callable(x) or isinstance(x, type) else x)
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
