@@ -72,7 +72,7 @@ def _result_shape(a_shape, b_shape, transpose_a, transpose_b):
     return tuple(batch) + (m, n), k
 
 
-# --- The primitive --------------------------------------------------------------------------------
+# --- The primitive -------------------------------------------------------------------------------
 # matmul_p(a, b[, bias]; transpose_a, transpose_b, activation, allow_tf32, out_dtype, algorithm):
 # act(op(a) @ op(b) + bias) with op in {N, T, C}; a and b share a dtype, bias has out_dtype and
 # shape (n,). Batch dims broadcast as in jnp.matmul.
@@ -251,7 +251,7 @@ ad.primitive_transposes[matmul_p] = _matmul_transpose
 batching.primitive_batchers[matmul_p] = _matmul_batch
 
 
-# --- The public function ----------------------------------------------------------------------------
+# --- The public function -------------------------------------------------------------------------
 
 def _op_code(flag, name, dtype):
     codes = {False: _N, True: _T, "N": _N, "T": _T, "C": _C, "H": _C}

@@ -167,7 +167,7 @@ def test_complex_bias(rng, dtype, algorithm):
 
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=ids)
 def test_preferred_element_type_float32(rng, dtype):
-    a, b, c = random(rng, (4, 40, 24), dtype), random(rng, (24, 20), dtype), random(rng, (20,), dtype)
+    a, b, c = (random(rng, shape, dtype) for shape in ((4, 40, 24), (24, 20), (20,)))
     out = jcm.matmul(a, b, preferred_element_type=np.float32)
     check(out, reference(a, b), np.float32, tol=1e-5)  # no rounding to the half type
     expect = jax.lax.dot_general(a, b, (((2,), (0,)), ((), ())),
