@@ -375,7 +375,13 @@ def test_threads_gpu(rng):
 def test_pinned_algorithms_agree(rng, algorithm):
     a, b = random(rng, (2, 96, 80), np.float32), random(rng, (80, 72), np.float32)
     c = random(rng, (72,), np.float32)
-    out = jcm.matmul(a, b, bias=c, activation="gelu", precision="highest", algorithm=algorithm)
+    try:
+        out = jax.block_until_ready(jcm.matmul(a, b, bias=c, activation="gelu",
+                                               precision="highest", algorithm=algorithm))
+    except Exception as exc:  # noqa: BLE001
+        if "heuristic offers" in str(exc) and isinstance(algorithm, int) and algorithm > 0:
+            pytest.skip(f"cuBLASLt offers fewer candidates here: {exc}")
+        raise
     check(out, reference(a, b, bias=c, activation="gelu"), np.float32, tol=TOL_FUSED_F32)
 
 
