@@ -415,6 +415,22 @@ def test_handler_checks_its_contract(rng):
                                                                 "transpose_a": np.int32(7)}))(a))
 
 
+@requires_gpu
+def test_handler_edge_cases_called_directly(rng):
+    """What the Python wrapper never sends: an empty inner dimension, unexpanded batches."""
+    attrs = dict(transpose_a=np.int32(0), transpose_b=np.int32(0), activation=np.int32(1),
+                 allow_tf32=np.int32(0), algorithm=np.int32(-1))
+    bias = jnp.asarray(random(rng, (5,), np.float32))
+    call = jax.ffi.ffi_call("jcm_matmul", jax.ShapeDtypeStruct((2, 4, 5), np.float32))
+    out = jax.jit(lambda a, b, c: call(a, b, c, **attrs))(
+        jnp.zeros((2, 4, 0), np.float32), jnp.zeros((0, 5), np.float32), bias)
+    np.testing.assert_array_equal(out, np.broadcast_to(np.maximum(bias, 0), (2, 4, 5)))
+    call = jax.ffi.ffi_call("jcm_matmul", jax.ShapeDtypeStruct((2, 3, 4, 5), np.float32))
+    with pytest.raises(Exception, match="must be expanded"):
+        jax.block_until_ready(jax.jit(lambda a, b: call(a, b, **attrs))(
+            jnp.zeros((2, 1, 4, 6), np.float32), jnp.zeros((3, 6, 5), np.float32)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Lowering: the FFI call on CUDA (checked by exporting, no GPU needed), XLA's dot on CPU
 # ---------------------------------------------------------------------------------------------
