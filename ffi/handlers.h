@@ -17,6 +17,7 @@
   X(jcm_geev)           \
   X(jcm_gesvd)          \
   X(jcm_gesvdj)         \
+  X(jcm_matmul)         \
   X(jcm_timer_stamp)
 
 #define JCM_DECLARE_HANDLER(name) extern "C" XLA_FFI_Error* name(XLA_FFI_CallFrame* call_frame);

@@ -1,4 +1,5 @@
 // The Python extension: the registration table of FFI targets, plus a few host-side utilities.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
@@ -33,6 +34,7 @@ nb::dict library_versions() {
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
     out["cublas"] = major * 10000 + minor * 100 + patch;
   }
+  out["cublaslt"] = static_cast<int64_t>(cublasLtGetVersion());
   return out;
 }
 

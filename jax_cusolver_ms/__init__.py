@@ -10,6 +10,7 @@ from .eig import EigResult, eig, eigvals, lax_eig
 from .eigh import EighResult, eigh, eigvalsh, lax_eigh
 from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
+from .matmul import matmul
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
 from .settings import STRATEGIES, config
 from .strategy import explain
@@ -18,9 +19,10 @@ from .svd import SVDResult, cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
 __version__ = "0.1.0"
 
 __all__ = [
-    "EigResult", "EighResult", "QRResult", "STRATEGIES", "cho_factor", "cho_solve", "cholesky",
-    "config", "det", "eig", "eigh", "eigvals", "eigvalsh", "explain", "gpu_available",
-    "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh", "ldl_factor", "ldl_solve",
-    "library_versions", "lu", "lu_factor", "lu_solve", "ormqr", "qr", "qr_multiply", "slogdet",
-    "solve",
+    "EigResult", "EighResult", "QRResult", "STRATEGIES", "SVDResult", "cho_factor", "cho_solve",
+    "cholesky", "cond", "config", "det", "eig", "eigh", "eigvals", "eigvalsh", "explain",
+    "gpu_available", "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh",
+    "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor", "lu_solve",
+    "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr", "qr_multiply", "slogdet", "solve",
+    "svd", "svdvals",
 ]

@@ -33,6 +33,20 @@ def column_major(ndim: int) -> tuple[int, ...]:
     return tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)
 
 
+def register_lowerings(prim, jax_impl: Callable, cuda_impl: Callable) -> None:
+    """JAX's own implementation everywhere (CPU, and CUDA without the extension); the FFI call
+    (`cuda_impl`, traced at lowering) on CUDA when the extension is loaded."""
+    multiple_results = prim.multiple_results
+    fallback = mlir.lower_fun(jax_impl, multiple_results=multiple_results)
+    gpu_rule = mlir.lower_fun(cuda_impl, multiple_results=multiple_results)
+
+    def cuda_rule(ctx, *args, **params):
+        return (gpu_rule if _ffi.extension_loaded() else fallback)(ctx, *args, **params)
+
+    mlir.register_lowering(prim, fallback)
+    mlir.register_lowering(prim, cuda_rule, platform="cuda")
+
+
 class SolverPrimitive:
     """A JAX primitive whose operands share leading batch dims (`core_ranks` trailing dims each).
 
@@ -51,9 +65,7 @@ class SolverPrimitive:
         self.prim.multiple_results = True
         self.prim.def_impl(functools.partial(_compat.apply_primitive, self.prim))
         self.prim.def_abstract_eval(self._abstract_eval)
-        mlir.register_lowering(self.prim, mlir.lower_fun(jax_impl, multiple_results=True))
-        mlir.register_lowering(self.prim, self._cuda_lowering(cuda_impl, jax_impl),
-                               platform="cuda")
+        register_lowerings(self.prim, jax_impl, cuda_impl)
         batching.primitive_batchers[self.prim] = self._batch_rule
 
     def bind(self, *args, **params):
@@ -79,15 +91,6 @@ class SolverPrimitive:
         core = [ShapedArray(a.shape[len(batch):], a.dtype) for a in avals]
         return [ShapedArray(batch + tuple(s), np.dtype(d))
                 for s, d in self.shape_rule(*core, **params)]
-
-    def _cuda_lowering(self, cuda_impl, jax_impl):
-        gpu_rule = mlir.lower_fun(cuda_impl, multiple_results=True)
-        fallback = mlir.lower_fun(jax_impl, multiple_results=True)
-
-        def rule(ctx, *args, **params):
-            return (gpu_rule if _ffi.extension_loaded() else fallback)(ctx, *args, **params)
-
-        return rule
 
     def _batch_rule(self, args, dims, **params):
         """vmap adds one more leading batch dim: move it to the front of every operand."""
