@@ -14,6 +14,7 @@ from .matmul import matmul
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
 from .settings import STRATEGIES, config
 from .strategy import explain
+from ._tune import tune
 from .svd import SVDResult, cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
 
 __version__ = "0.1.0"
@@ -24,5 +25,5 @@ __all__ = [
     "gpu_available", "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh",
     "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor", "lu_solve",
     "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr", "qr_multiply", "slogdet", "solve",
-    "svd", "svdvals",
+    "svd", "svdvals", "tune",
 ]

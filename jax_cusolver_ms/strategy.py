@@ -2,7 +2,9 @@
 
 The choice is made when the op is lowered (the batch is then complete, vmap included) and is a
 static attribute of the FFI call: it never measures anything during a user's jitted call, and it
-is the same for equal shapes.
+is the same for equal shapes. `auto` takes the fastest candidate of a measured table
+(tables.py: the user's tuned table, then the one shipped for the GPU model) and falls back to the
+hand-written rules below (the "heuristic") where no table covers the call.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 import numpy as np
 
 from . import settings as _config
+from . import tables as _tables
 
 STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2}
 # `auto` may also answer "xla": JAX's own lowering is the fastest for that call (e.g. getrs with
@@ -100,7 +103,11 @@ class Choice:
     strategy: str
     lanes: int
     reason: str
-    source: str  # "user" (keyword / config), "table" (shipped table) or "heuristic"
+    # "user" (keyword / config), "shipped table <gpu> (<file>)", "tuned <path>" or "heuristic"
+    source: str
+    # The estimated times behind a table's choice, fastest first: ((candidate, ms), ...), where
+    # a candidate is "xla", "sequential", "looped:L" or "batched:L".
+    times_ms: tuple = ()
 
     @property
     def code(self) -> int:
@@ -111,8 +118,11 @@ class Choice:
         return self.strategy != XLA
 
     def __str__(self):
-        return (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
+        text = (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
                 f"{self.strategy} on {self.lanes} lane(s) [{self.source}] - {self.reason}")
+        if self.times_ms:
+            text += "; ms: " + ", ".join(f"{c} {t:.3g}" for c, t in self.times_ms)
+        return text
 
 
 # Solves: from this many right-hand sides on, two batched trsm (what JAX emits) beat the
@@ -128,6 +138,18 @@ INV_XLA_MAX_N = 128
 XLA_MAX_N = {"geqrf": 128, "orgqr": 128, "potrs": 1024}
 
 
+EIGH_OPS = {"eigh", "eigvalsh", "lax_eigh"}
+
+
+def routine_of(op: str, rows: int, cols: int) -> str:
+    """The cuSOLVER routine a public op (or a routine name) runs for a rows x cols matrix."""
+    if op in SVD_OPS:
+        return svd_routine("default", rows, cols)
+    if op in EIGH_OPS:
+        return "syevj" if max(rows, cols) <= EIGH_JACOBI_MAX_N else "syevd"
+    return ROUTINE_OF.get(op, op)
+
+
 def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
            lanes: int | None = None, nrhs: int = 0) -> Choice:
     """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
@@ -135,7 +157,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     strategy, lanes = _config.resolve(strategy, lanes)
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
-    op = svd_routine("default", rows, cols) if op in SVD_OPS else ROUTINE_OF.get(op, op)
+    op = routine_of(op, rows, cols)
     if op not in BATCHED_MAX_N:
         known = sorted(set(BATCHED_MAX_N) | set(ROUTINE_OF) | SVD_OPS)
         raise ValueError(f"unknown op {op!r}; known: {known}")
@@ -145,7 +167,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
                   and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0
                   and n <= BATCHED_API_MAX_N.get(op, n))
     cap = max(1, batch)
-    make = lambda s, l, why, src: Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src)
+    make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
+                                                    max(1, min(l, cap)), why, src, times)
 
     if strategy != "auto":
         if strategy == "sequential":
@@ -162,34 +185,64 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
                     "requested: one call per item on concurrent lanes", "user")
 
     if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op]:
+        # Tables are measured with one right-hand side: this rule comes first.
         return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "
-                    f"triangular solves (cuBLAS trsm) beat {op} here", "table")
+                    f"triangular solves (cuBLAS trsm) beat {op} here", "heuristic")
+
+    def allowed(candidate: str) -> bool:
+        kind, count = _tables.parse_candidate(candidate)
+        if kind == "batched" and not batched_ok:
+            return False
+        if lanes is not None and kind in ("looped", "batched"):
+            return count == lanes  # lanes given with auto: the strategy is chosen for them
+        return count <= _config.MAX_LANES
+
+    found = _tables.lookup(op, dtype, batch, n, allowed)
+    if found is not None:
+        estimate, table = found
+        best_strategy, best_lanes = _tables.parse_candidate(estimate.best)
+        times = dict(estimate.times_ms)
+        why = f"fastest {estimate.basis}: {estimate.best} {times[estimate.best]:.3g} ms"
+        if _tables.XLA in times and estimate.best != _tables.XLA:
+            why += f" vs JAX's own {times[_tables.XLA]:.3g} ms"
+        return make(best_strategy, best_lanes, why, table.source, estimate.times_ms)
+
     if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op]:
         return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
-                    "or faster here (measured)", "table")
+                    "or faster here (measured)", "heuristic")
     if batch <= 1:
         return make("sequential", 1,
-                    "a single matrix goes straight to one call on XLA's stream", "table")
+                    "a single matrix goes straight to one call on XLA's stream", "heuristic")
     double = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
     limit = (BATCHED_MAX_N_DOUBLE if double else BATCHED_MAX_N).get(op, BATCHED_MAX_N[op])
     if batched_ok and n <= limit:
         return make("batched", lanes or 1,
                     f"n={n} <= {limit}: the native batched API beats per-matrix calls here",
-                    "table")
+                    "heuristic")
     want = lanes or _config.DEFAULT_LANES
     why = (f"n={n} > {limit}: per-matrix calls on {min(want, batch)} concurrent lanes"
            if batched_ok else "no batched API for this shape: per-matrix calls on lanes")
-    return make("looped", want, why, "table")
+    return make("looped", want, why, "heuristic")
 
 
 def explain(op: str, shape, dtype, strategy: str | None = None, lanes: int | None = None,
-            nrhs: int = 1) -> Choice:
-    """What `auto` (or the given strategy) does for `op` on an operand of `shape` and `dtype`.
+            nrhs: int = 1, gpu: str | None = None) -> Choice:
+    """What `auto` (or the given strategy) does for `op` on an operand of `shape` and `dtype`:
+    the strategy, the lane count, why, the times behind the choice (`times_ms`, when a table made
+    it) and where they came from (`source`: the shipped table, the user's tuned table, or the
+    heuristic rules).
 
     `shape` is the full operand shape, leading batch dims included, e.g. (64, 512, 512);
-    `nrhs` the number of right-hand sides for "getrs".
+    `nrhs` the number of right-hand sides for "getrs". `gpu` (a JAX device_kind, e.g.
+    "NVIDIA H100 80GB HBM3") answers from the table shipped for that GPU model instead of the
+    tables of this machine's GPU: what `auto` would do there, also on a machine without one.
     """
     shape = tuple(shape)
     if len(shape) < 2:
         raise ValueError(f"explain: shape must have rank >= 2, got {shape}")
-    return choose(op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes, nrhs)
+    args = (op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes, nrhs)
+    if gpu is None:
+        return choose(*args)
+    shipped = _tables.read_shipped(gpu)
+    with _tables.using(*([shipped] if shipped is not None else [])):
+        return choose(*args)
