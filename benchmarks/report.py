@@ -1,0 +1,385 @@
+"""The report: every op x float32/float64 x batch x n, side by side with JAX (and PyTorch).
+
+Run from the repository root:
+
+    python -m benchmarks.report                # the acceptance grid (GPU): hours, not minutes
+    python -m benchmarks.report --quick        # a smoke check on a GPU: under two minutes
+    python -m benchmarks.report --cpu-smoke    # no GPU: a check of the report itself (< 1 min)
+    python -m benchmarks.report --ops lu_factor,qr --dtypes float32 --sizes 256,1024
+
+Each cell is timed by benchmarks.bench.run_cell (JAX's function, jax_cusolver_ms under `auto`
+and each --strategies entry, PyTorch where importable, every answer checked). Cells whose inputs
+exceed --max-input-gb, or for which JAX already took longer than --jax-limit-s per call at a
+smaller batch or n of the same op and dtype, are skipped and listed with the reason. Written to
+--out (default benchmarks/results/): <tag>_<gpu>.json (environment, every timing, the summary),
+<tag>_<gpu>.md (per-op geometric-mean speed-ups, cells below 0.95x of JAX, batch-1 cells,
+skipped cells, then the full table) and, with matplotlib (the `bench` extra), per op
+<tag>_<gpu>_<op>_speedup.png (heat map of the speed-up over JAX, batch x n) and
+<tag>_<gpu>_<op>_times.png (time against n, one line per implementation).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+
+from . import bench
+
+BATCHES = (1, 4, 16, 64, 256)
+SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
+STRATEGIES = ("auto", "sequential", "looped", "batched")
+# --quick: one op per routine family, the shapes where the strategies differ most.
+QUICK = dict(ops=("lu_factor", "cholesky", "qr", "eigh", "svd"), dtypes=("float32",),
+             batches=(1, 16), sizes=(64, 512), strategies=("auto",), repeats=5)
+SMOKE = dict(ops=("lu_factor", "cholesky", "qr", "eigh"), dtypes=("float32",),
+             batches=(1, 4), sizes=(8, 16), strategies=("auto", "looped"), repeats=3)
+JAX_LIMIT_S = 20.0
+PARITY = 0.95  # the acceptance bar: no cell below this fraction of JAX's speed
+
+
+def _progress(total, desc):
+    try:
+        from jax_cusolver_ms._progress import progress
+    except Exception:  # noqa: BLE001  (the package is broken: report without a bar)
+        return None
+    return progress(total, desc)
+
+
+# --- the grid -------------------------------------------------------------------------------------
+
+def _too_slow_before(slow: dict, op: str, dtype: str, batch: int, n: int) -> str | None:
+    """JAX's time grows with batch and n: a cell at least as large as one where JAX took over
+    the limit per call would take longer still."""
+    for b, m, seconds in slow.get((op, dtype), ()):
+        if batch >= b and n >= m:
+            return f"JAX took {seconds:.0f} s per call at {b}x{m} (> limit)"
+    return None
+
+
+def run_grid(args, bench_args, torch, write) -> list[dict]:
+    grid = [(op, d, b, n) for op in args.ops for d in args.dtypes
+            for b in args.batches for n in args.sizes]
+    cells, slow = [], {}
+    bar = _progress(len(grid), "report")
+    try:
+        for index, (op, dtype, batch, n) in enumerate(grid):
+            t0 = time.perf_counter()
+            why = _too_slow_before(slow, op, dtype, batch, n)
+            if why:
+                cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
+                        "status": "skipped", "note": why.replace("limit", f"{args.jax_limit_s:g} s")}
+            else:
+                try:
+                    cell = bench.run_cell(bench.OPS[op], dtype, batch, n, bench_args, torch,
+                                          seed=bench_args.seed + index)
+                except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
+                    cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
+                            "status": "error", "note": "runner: " + bench._short(exc),
+                            "traceback": traceback.format_exc()}
+            jax_result = cell["impls"].get("jax", {})
+            if jax_result.get("probe_ms", 0) > args.jax_limit_s * 1e3:
+                slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
+            cell["seconds"] = round(time.perf_counter() - t0, 2)
+            cells.append(cell)
+            write(cells, len(grid))
+            speedup = _speedup(cell)
+            line = f"{op} {dtype} {batch}x{n}: " + (
+                f"{speedup:.2f}x" if speedup else cell.get("status", "?"))
+            if bar is not None:
+                bar.set_postfix_str(line)
+                bar.update(1)
+            else:
+                print(f"[{index + 1}/{len(grid)}] {line}", flush=True)
+    finally:
+        if bar is not None:
+            bar.close()
+    return cells
+
+
+# --- the summary ----------------------------------------------------------------------------------
+
+def _median(cell, name):
+    result = cell.get("impls", {}).get(name) or {}
+    if "median_ms" not in result or result.get("ok") is False:
+        return None
+    return result["median_ms"]
+
+
+def _speedup(cell, over="jax"):
+    """JAX's (or torch's) time over jax_cusolver_ms auto's: > 1 is faster than it."""
+    ours, theirs = _median(cell, "jcm:auto"), _median(cell, over)
+    return theirs / ours if ours and theirs else None
+
+
+def _geomean(values):
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarize(cells: list[dict]) -> dict:
+    per_op, per_dtype, below, batch1, skipped = {}, {}, [], [], []
+    for c in cells:
+        where = f"{c['op']} {c['dtype']} {c['batch']}x{c['n']}"
+        if c.get("status") == "skipped":
+            skipped.append(f"{where}: {c.get('note', '')}")
+            continue
+        s, t = _speedup(c), _speedup(c, "torch")
+        if s is None:
+            continue
+        entry = per_op.setdefault(f"{c['op']} {c['dtype']}",
+                                  {"op": c["op"], "dtype": c["dtype"], "vs_jax": [], "vs_torch": []})
+        entry["vs_jax"].append(s)
+        if t:
+            entry["vs_torch"].append(t)
+        per_dtype.setdefault(c["dtype"], []).append(s)
+        picks = (c.get("explain") or {}).get("strategy")
+        if s < PARITY:
+            below.append({"cell": where, "speedup": s, "auto_picks": picks,
+                          "parity": picks == "xla"})
+        if c["batch"] == 1:
+            batch1.append(s)
+    ops = [{"op": e["op"], "dtype": e["dtype"], "cells": len(e["vs_jax"]),
+            "geomean_vs_jax": _geomean(e["vs_jax"]), "min_vs_jax": min(e["vs_jax"]),
+            "max_vs_jax": max(e["vs_jax"]), "geomean_vs_torch": _geomean(e["vs_torch"])}
+           for e in per_op.values()]
+    return {"per_op": ops,
+            "geomean_vs_jax": {d: _geomean(v) for d, v in per_dtype.items()},
+            "cells_below_parity": below, "parity_bar": PARITY,
+            "batch1_min_vs_jax": min(batch1) if batch1 else None, "skipped": skipped}
+
+
+def _x(value):
+    return f"{value:.2f}x" if value else "-"
+
+
+def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | None) -> str:
+    lines = [f"## jax-cusolver-ms vs JAX: {env['gpu']} (driver {env['driver']}), "
+             f"jax {env['versions'].get('jax')}", "",
+             "Speed-up = JAX's time / jax-cusolver-ms `auto`'s (device-side, median of repeats); "
+             "vs torch likewise with torch.linalg's time.", "",
+             "| op | dtype | cells | geomean vs JAX | min | max | geomean vs torch |",
+             "|---|---|---|---|---|---|---|"]
+    for e in summary["per_op"]:
+        lines.append(f"| {e['op']} | {e['dtype']} | {e['cells']} | {_x(e['geomean_vs_jax'])} | "
+                     f"{_x(e['min_vs_jax'])} | {_x(e['max_vs_jax'])} | "
+                     f"{_x(e['geomean_vs_torch'])} |")
+    lines += ["", "Geometric mean over the grid: " + ", ".join(
+        f"{d} **{_x(g)}**" for d, g in summary["geomean_vs_jax"].items()) + ".",
+        f"Batch-1 cells: lowest speed-up {_x(summary['batch1_min_vs_jax'])}.", ""]
+    below = summary["cells_below_parity"]
+    lines.append(f"Cells below {summary['parity_bar']}x of JAX: {len(below) or 'none'}.")
+    for b in below:
+        why = (" (auto picks JAX's own lowering: parity, the difference is noise)"
+               if b["parity"] else f" (auto picks {b['auto_picks']})")
+        lines.append(f"- {b['cell']}: {b['speedup']:.2f}x{why}")
+    lines += ["", f"Skipped cells: {len(summary['skipped']) or 'none'}."]
+    lines += [f"- {s}" for s in summary["skipped"]]
+    lines.append("")
+    if plot_note:
+        lines += [f"Figures: none ({plot_note}).", ""]
+    elif figures:
+        lines.append("Figures:")
+        for op, files in figures.items():
+            lines.append(f"- {op}: " + ", ".join(f"[{os.path.basename(f)}]({os.path.basename(f)})"
+                                                  for f in files))
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+def _import_pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        return None, (f"matplotlib is not importable ({exc}); install the bench extra: "
+                      "pip install -e '.[bench]'")
+    return plt, None
+
+
+def plot(cells: list[dict], out: str, stem: str, plt) -> dict:
+    """Per op: a speed-up heat map (batch x n, one panel per dtype) and time against n (one
+    panel per dtype x batch, one line per implementation). Returns {op: [files]}."""
+    import numpy as np
+
+    figures = {}
+    for op in dict.fromkeys(c["op"] for c in cells):
+        mine = [c for c in cells if c["op"] == op]
+        dtypes = list(dict.fromkeys(c["dtype"] for c in mine))
+        batches = sorted({c["batch"] for c in mine})
+        sizes = sorted({c["n"] for c in mine})
+        files = []
+
+        fig, axes = plt.subplots(1, len(dtypes), figsize=(1.1 * len(sizes) + 2.5, 0.7 * len(batches) + 2),
+                                 squeeze=False)
+        for ax, dtype in zip(axes[0], dtypes):
+            grid = np.full((len(batches), len(sizes)), np.nan)
+            for c in mine:
+                if c["dtype"] == dtype and (s := _speedup(c)):
+                    grid[batches.index(c["batch"]), sizes.index(c["n"])] = s
+            image = ax.imshow(np.log2(grid), cmap="RdBu", vmin=-4, vmax=4, origin="lower",
+                              aspect="auto")
+            for (i, j), s in np.ndenumerate(grid):
+                ax.text(j, i, "-" if np.isnan(s) else f"{s:.2g}", ha="center", va="center",
+                        fontsize=7)
+            ax.set_xticks(range(len(sizes)), [str(n) for n in sizes])
+            ax.set_yticks(range(len(batches)), [str(b) for b in batches])
+            ax.set_xlabel("n")
+            ax.set_ylabel("batch")
+            ax.set_title(f"{op} {dtype}: speed-up over JAX")
+        fig.colorbar(image, ax=axes[0].tolist(), label="log2 speed-up (auto vs JAX)")
+        files.append(os.path.join(out, f"{stem}_{op}_speedup.png"))
+        fig.savefig(files[-1], dpi=110, bbox_inches="tight")
+        plt.close(fig)
+
+        names = list(dict.fromkeys(k for c in mine for k in c["impls"]))
+        fig, axes = plt.subplots(len(dtypes), len(batches), squeeze=False, sharex=True,
+                                 figsize=(3.2 * len(batches), 2.8 * len(dtypes)))
+        for row, dtype in enumerate(dtypes):
+            for col, batch in enumerate(batches):
+                ax = axes[row][col]
+                for name in names:
+                    points = sorted((c["n"], t) for c in mine
+                                    if c["dtype"] == dtype and c["batch"] == batch
+                                    and (t := _median(c, name)))
+                    if points:
+                        ax.plot(*zip(*points), marker="o", markersize=3,
+                                label=name.replace("jcm:", "jcm "),
+                                linewidth=2 if name in ("jax", "jcm:auto") else 1)
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_title(f"{op} {dtype} batch {batch}", fontsize=9)
+                ax.set_xlabel("n")
+                ax.set_ylabel("ms")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=max(1, len(labels)), fontsize=8)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        files.append(os.path.join(out, f"{stem}_{op}_times.png"))
+        fig.savefig(files[-1], dpi=110)
+        plt.close(fig)
+        figures[op] = files
+    return figures
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+def _ints(text: str) -> list[int]:
+    return [int(s) for s in text.split(",") if s.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", type=bench._list, default=None,
+                   help=f"comma-separated, from {','.join(bench.OPS)} (default: all)")
+    p.add_argument("--dtypes", type=bench._list, default=None, help="default: float32,float64")
+    p.add_argument("--batches", type=_ints, default=None,
+                   help="default: " + ",".join(map(str, BATCHES)))
+    p.add_argument("--sizes", type=_ints, default=None,
+                   help="matrix orders n (default: " + ",".join(map(str, SIZES)) + ")")
+    p.add_argument("--strategies", type=bench._list, default=None,
+                   help="jax_cusolver_ms strategies timed beside auto, STRATEGY[:LANES] "
+                        "(default: " + ",".join(STRATEGIES) + ")")
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--jax-limit-s", type=float, default=JAX_LIMIT_S,
+                   help="skip cells beyond one where JAX took longer per call (default 20)")
+    p.add_argument("--max-input-gb", type=float, default=8.0)
+    p.add_argument("--quick", action="store_true",
+                   help="a GPU smoke check, under two minutes on an H100: "
+                        + ", ".join(f"{k} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
+                                    for k, v in QUICK.items()))
+    p.add_argument("--cpu-smoke", action="store_true",
+                   help="a check of the report without a GPU, under a minute")
+    p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--out", default=os.path.join("benchmarks", "results"))
+    p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
+    args = p.parse_args(argv)
+    preset = SMOKE if args.cpu_smoke else QUICK if args.quick else {}
+    args.ops = args.ops or list(preset.get("ops", bench.OPS))
+    args.dtypes = args.dtypes or list(preset.get("dtypes", bench.DTYPES))
+    args.batches = args.batches or list(preset.get("batches", BATCHES))
+    args.sizes = args.sizes or list(preset.get("sizes", SIZES))
+    args.strategies = args.strategies or list(preset.get("strategies", STRATEGIES))
+    if "auto" not in args.strategies:
+        args.strategies.insert(0, "auto")  # the speed-ups are auto's
+    args.repeats = args.repeats or preset.get("repeats")
+    if args.tag is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", args.tag):
+        p.error("--tag may hold letters, digits, '.', '_' and '-' only")
+
+    # The knobs the cells share with benchmarks.bench, validated by its parser.
+    forwarded = ["--ops", ",".join(args.ops), "--dtypes", ",".join(args.dtypes),
+                 "--strategies", ",".join(args.strategies),
+                 "--shapes", ",".join(f"{b}x{n}" for b in args.batches for n in args.sizes),
+                 "--max-input-gb", str(args.max_input_gb), "--out", args.out]
+    forwarded += ["--repeats", str(args.repeats)] if args.repeats else []
+    forwarded += ["--no-torch"] if args.no_torch or args.cpu_smoke else []
+    forwarded += ["--cpu-smoke"] if args.cpu_smoke else []
+    return args, bench.parse_args(forwarded)
+
+
+def main(argv=None) -> int:
+    args, bench_args = parse_args(argv)
+    torch, torch_note = bench._import_torch(bench_args)
+    env = bench.environment(torch)
+    if torch_note:
+        env["torch_skipped"] = torch_note
+    print(f"# report: {env['gpu']} (driver {env['driver']}), jax backend {env['jax_backend']}, "
+          f"timer: {bench.TIMER}" + (f"; torch skipped: {torch_note}" if torch_note else ""),
+          flush=True)
+    if env["jax_backend"] != "gpu":
+        print("# no GPU: the times are JAX's CPU fallback, a check of the report, not of speed",
+              flush=True)
+    plt, plot_note = (None, "--no-plots") if args.no_plots else _import_pyplot()
+    if plot_note and not args.no_plots:
+        print(f"# WARNING: {plot_note}: no figures", flush=True)
+
+    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
+    stem = (f"{args.tag or 'report-' + datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+            f"_{gpu_slug}")
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, stem + ".json")
+    md_path = os.path.join(args.out, stem + ".md")
+    run_args = {k: v for k, v in vars(args).items()}
+    run_args["lanes"] = bench_args.lanes  # what build_table reads
+    started = time.perf_counter()
+
+    def write(cells, total, figures=None):
+        # Rewritten after every cell: a run cut short still leaves every finished cell behind.
+        summary = summarize(cells)
+        doc = {"environment": env, "args": run_args, "summary": summary, "cells": cells,
+               "figures": figures or {}, "complete": len(cells) == total,
+               "seconds": round(time.perf_counter() - started, 1)}
+        with open(json_path, "w") as f:
+            json.dump(doc, f, indent=1)
+        with open(md_path, "w") as f:
+            f.write(summary_markdown(summary, env, figures or {}, plot_note))
+            if len(cells) < total:
+                f.write(f"\n(partial: {len(cells)} of {total} cells)\n")
+            f.write("\n" + bench.markdown(cells, env, args.strategies))
+            notes = bench.failures(cells)
+            if notes:
+                f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
+        return summary
+
+    cells = run_grid(args, bench_args, torch, write)
+    figures = plot(cells, args.out, stem, plt) if plt is not None else {}
+    summary = write(cells, len(cells), figures)
+    print(f"\n# wrote {json_path}, {md_path}"
+          + (f" and {sum(len(f) for f in figures.values())} figures" if figures else "")
+          + f" ({time.perf_counter() - started:.0f} s)\n")
+    print(summary_markdown(summary, env, figures, plot_note), flush=True)
+    return 1 if bench.failures(cells) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
