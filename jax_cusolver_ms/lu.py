@@ -39,12 +39,14 @@ def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
-    if not choice.uses_ffi:  # a measured table says JAX's own lowering is the fastest here
-        return _getrf_jax(a, strategy=strategy, lanes=lanes)
     # cuSOLVER getrf can return finite factors for an input holding NaN (H100: its pivot search
     # passes NaN rows over), and cuBLAS getrfBatched does not; NaN in, NaN out on every
     # strategy, as LAPACK on the CPU.
     has_nan = jnp.any(jnp.isnan(a), axis=(-2, -1))
+    if not choice.uses_ffi:  # a measured table says JAX's own lowering is the fastest here
+        lu, pivots, permutation = _getrf_jax(a, strategy=strategy, lanes=lanes)
+        return jnp.where(has_nan[..., None, None], jnp.array(np.nan, a.dtype), lu), pivots, \
+            permutation
     lu, ipiv, info = ffi_solver_call(
         "jcm_getrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),

@@ -268,9 +268,9 @@ def read_tuned(path, key: Mapping) -> Table | None:
     return table
 
 
-def read_shipped(gpu: str, folder: Path = SHIPPED_DIR) -> Table | None:
+def read_shipped(gpu: str, folder=None) -> Table | None:
     """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind)."""
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(folder or SHIPPED_DIR).glob("*.json")):
         try:
             doc = json.loads(path.read_text())
             if doc.get("gpu") == gpu:
@@ -306,7 +306,7 @@ def current_key(gpu: str) -> dict:
 
 
 _lock = threading.Lock()
-_override: list = []  # stack of table lists set by `using` (tests, tune)
+_override: list = []  # stack set by `using` / `using_machine`: tables, or None for this machine's
 
 
 @functools.lru_cache(maxsize=None)
@@ -324,7 +324,7 @@ def _loaded(gpu: str) -> tuple:
 def active() -> tuple:
     """The tables `auto` consults, first match wins: the tuned one, then the shipped one."""
     with _lock:
-        if _override:
+        if _override and _override[-1] is not None:
             return _override[-1]
     gpu = gpu_name()
     return _loaded(gpu) if gpu is not None else ()
@@ -337,15 +337,25 @@ def reload() -> None:
 
 
 @contextlib.contextmanager
-def using(*tables: Table):
-    """Makes `auto` consult exactly these tables inside the block (tests, tune)."""
+def _pushed(entry):
     with _lock:
-        _override.append(tuple(tables))
+        _override.append(entry)
     try:
         yield
     finally:
         with _lock:
             _override.pop()
+
+
+def using(*tables: Table):
+    """Makes `auto` consult exactly these tables inside the block (none: the heuristic only)."""
+    return _pushed(tuple(tables))
+
+
+def using_machine():
+    """Undoes an enclosing `using` inside the block: the tuned and shipped tables of this
+    machine's GPU again (tests of the loading itself)."""
+    return _pushed(None)
 
 
 def lookup(routine: str, dtype: str, batch: int, n: int,

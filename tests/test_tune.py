@@ -1,0 +1,551 @@
+"""Measured strategy tables, `auto` on them, explain(), the tuned cache, tune() and the report.
+
+Everything here runs on a CPU: tables are installed with tables.using(...), tune() runs its
+test-only CPU mode, and the report its --cpu-smoke grid.
+"""
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jax_cusolver_ms as jcm
+from jax_cusolver_ms import strategy, tables
+from jax_cusolver_ms.tables import Point, Table
+
+from conftest import requires_extension
+
+tune_module = importlib.import_module("jax_cusolver_ms._tune")
+ROOT = Path(__file__).resolve().parents[1]
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def make_table(points, routine="getrf", dtype="float32", source="shipped table Fake GPU",
+               key=None):
+    return Table("Fake GPU", source, {(routine, dtype): [Point(b, n, t) for b, n, t in points]},
+                 key)
+
+
+def power_law(batch, n, scale, power):
+    return scale * batch * n ** power
+
+
+# A grid where "batched:1" grows as n^4 and "looped:8" as n^2 (more lanes: flat in batch up to
+# the lane count): they cross at n = 256. "xla" is batched plus 10%.
+def crossing_grid(batches=(4, 16, 64), sizes=(64, 128, 256, 512, 1024)):
+    points = []
+    for b in batches:
+        for n in sizes:
+            batched = power_law(b, n, 1e-8, 4)
+            looped = power_law(b, n, 1e-8 * 256 ** 2, 2)
+            points.append((b, n, {"batched:1": batched, "looped:8": looped, "xla": batched * 1.1}))
+    return points
+
+
+# --- lookup and interpolation -------------------------------------------------------------------
+
+def test_exact_point_is_the_measurement():
+    table = make_table([(64, 512, {"xla": 10.0, "batched:1": 9.0, "looped:8": 20.0})])
+    est = table.estimate("getrf", "float32", 64, 512)
+    assert est.best == "batched:1"
+    assert dict(est.times_ms) == pytest.approx({"xla": 10.0, "batched:1": 9.0, "looped:8": 20.0})
+    assert [c for c, _ in est.times_ms] == ["batched:1", "xla", "looped:8"]  # fastest first
+    assert est.basis == "measured at 64x512"
+
+
+@pytest.mark.parametrize("batch,n", [(8, 90), (32, 300), (4, 64), (50, 1000), (10, 700)])
+def test_interpolation_is_exact_for_power_laws(batch, n):
+    # Log-time bilinear in (log2 batch, log2 n) reproduces t = c b n^p between grid points.
+    table = make_table(crossing_grid())
+    est = table.estimate("getrf", "float32", batch, n)
+    times = dict(est.times_ms)
+    assert times["batched:1"] == pytest.approx(power_law(batch, n, 1e-8, 4), rel=1e-9)
+    assert times["looped:8"] == pytest.approx(power_law(batch, n, 1e-8 * 256 ** 2, 2), rel=1e-9)
+    assert est.basis.startswith("interpolated between") or est.basis.startswith("measured at")
+
+
+@pytest.mark.parametrize("n,expected", [(100, "batched:1"), (200, "batched:1"),
+                                        (300, "looped:8"), (900, "looped:8")])
+def test_choice_follows_the_crossover(n, expected):
+    # Below the crossing at n = 256 batched is fastest (JAX's own 10% behind it), above it lanes.
+    table = make_table(crossing_grid())
+    assert table.estimate("getrf", "float32", 16, n).best == expected
+
+
+def test_outside_the_measured_range_clamps_to_the_edge():
+    table = make_table(crossing_grid())
+    assert table.estimate("getrf", "float32", 1024, 4096).best == "looped:8"
+    assert table.estimate("getrf", "float32", 2, 16).best == "batched:1"
+    edge = dict(table.estimate("getrf", "float32", 64, 1024).times_ms)
+    assert dict(table.estimate("getrf", "float32", 256, 4096).times_ms) == edge
+
+
+def test_scattered_points_use_the_nearest_n_counting_more():
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 20.0}),
+                        (16, 2048, {"xla": 700.0, "looped:8": 23.0})])
+    # 16 x 512: as far from 64x512 in log2 batch (2) as from 16x2048 in log2 n (2), but n
+    # counts twice as much: the 64x512 point answers.
+    est = table.estimate("getrf", "float32", 16, 512)
+    assert est.basis == "nearest measured point 64x512" and est.best == "xla"
+    est = table.estimate("getrf", "float32", 32, 2048)
+    assert est.basis == "nearest measured point 16x2048" and est.best == "looped:8"
+
+
+def test_a_single_matrix_is_its_own_regime():
+    batch_points = [(4, 64, {"xla": 1.0, "looped:4": 0.1})]
+    table = make_table(batch_points)
+    assert table.estimate("getrf", "float32", 1, 64) is None  # never from batch points
+    table = make_table(batch_points + [(1, 64, {"xla": 1.0, "sequential": 0.5})])
+    assert table.estimate("getrf", "float32", 1, 64).best == "sequential"
+    assert table.estimate("getrf", "float32", 4, 64).best == "looped:4"  # never from batch 1
+
+
+def test_lanes_beyond_the_batch_read_the_capped_candidate():
+    # At batch 4, looped:16 runs looped:4: between batch 4 and 16, looped:16 interpolates from it.
+    table = make_table([(4, 256, {"xla": 10.0, "looped:4": 2.0}),
+                        (16, 256, {"xla": 40.0, "looped:4": 8.0, "looped:16": 4.0})])
+    times = dict(table.estimate("getrf", "float32", 8, 256).times_ms)
+    assert times["looped:16"] == pytest.approx(math.sqrt(2.0 * 4.0))
+    assert Point(4, 256, {"looped:4": 2.0}).time("looped:16") == 2.0
+    assert Point(4, 256, {"looped:4": 2.0}).time("looped:2") is None
+
+
+@pytest.mark.parametrize("candidate_ms,expected", [(9.9, "xla"), (9.7, "looped:8"),
+                                                   (10.5, "xla")])
+def test_xla_wins_within_noise(candidate_ms, expected):
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": candidate_ms})])
+    assert table.estimate("getrf", "float32", 64, 512).best == expected
+
+
+def test_fewer_lanes_win_within_noise():
+    table = make_table([(64, 1024, {"xla": 80.0, "looped:8": 43.8, "looped:16": 43.6})])
+    assert table.estimate("getrf", "float32", 64, 1024).best == "looped:8"
+
+
+def test_allowed_filters_candidates_and_nothing_left_is_none():
+    table = make_table([(64, 512, {"xla": 10.0, "batched:1": 5.0, "looped:8": 8.0})])
+    est = table.estimate("getrf", "float32", 64, 512, allowed=lambda c: c != "batched:1")
+    assert est.best == "looped:8" and "batched:1" not in dict(est.times_ms)
+    assert table.estimate("getrf", "float32", 64, 512, allowed=lambda c: False) is None
+    assert table.estimate("potrf", "float32", 64, 512) is None
+    assert table.estimate("getrf", "float64", 64, 512) is None
+
+
+@pytest.mark.parametrize("name,parsed", [("xla", ("xla", 1)), ("sequential", ("sequential", 1)),
+                                         ("looped:16", ("looped", 16)),
+                                         ("batched:1", ("batched", 1))])
+def test_candidate_names_round_trip(name, parsed):
+    assert tables.parse_candidate(name) == parsed
+    assert tables.candidate_name(*parsed) == name
+
+
+@pytest.mark.parametrize("bad", ["looped", "batched:0", "xla:2", "auto", "looped:x"])
+def test_bad_candidate_names_are_refused(bad):
+    with pytest.raises(ValueError):
+        tables.parse_candidate(bad)
+
+
+# --- auto on the tables: choose() and explain() --------------------------------------------------
+
+def test_explain_reports_the_table_source_and_times():
+    table = make_table([(64, 1024, {"xla": 82.0, "batched:1": 82.0, "looped:8": 43.0})])
+    with tables.using(table):
+        plan = jcm.explain("lu_factor", (64, 1024, 1024), np.float32)
+    assert (plan.strategy, plan.lanes) == ("looped", 8)
+    assert plan.source == "shipped table Fake GPU"
+    assert dict(plan.times_ms) == pytest.approx({"xla": 82.0, "batched:1": 82.0, "looped:8": 43.0})
+    assert "43" in plan.reason and "82" in plan.reason and "looped:8 43" in str(plan)
+
+
+def test_tuned_table_overrides_the_shipped_one_where_it_has_data():
+    shipped = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0})])
+    tuned = make_table([(64, 512, {"xla": 10.0, "batched:2": 4.0})], source="tuned /x/t.json")
+    with tables.using(tuned, shipped):
+        assert jcm.explain("lu_factor", (64, 512, 512), "float32").source == "tuned /x/t.json"
+        assert jcm.explain("lu_factor", (64, 512, 512), "float32").strategy == "batched"
+        # float64 is only in neither: the heuristic.
+        assert jcm.explain("lu_factor", (64, 512, 512), "float64").source == "heuristic"
+
+
+def test_without_tables_auto_is_the_heuristic():
+    with tables.using():
+        plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32)
+    assert plan.source == "heuristic" and plan.times_ms == ()
+    assert (plan.strategy, plan.lanes) == ("looped", 8)
+
+
+def test_a_requested_strategy_ignores_the_table():
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0})])
+    with tables.using(table):
+        plan = jcm.explain("lu_factor", (64, 512, 512), "float32", strategy="batched")
+    assert (plan.strategy, plan.source) == ("batched", "user")
+
+
+def test_lanes_given_with_auto_restrict_the_candidates():
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0, "looped:4": 6.0,
+                                   "batched:4": 7.0})])
+    with tables.using(table):
+        assert jcm.explain("lu_factor", (64, 512, 512), "float32", lanes=4).lanes == 4
+        plan = jcm.explain("lu_factor", (64, 512, 512), "float32", lanes=2)
+    assert plan.strategy == "xla"  # nothing measured on 2 lanes: xla and sequential remain
+
+
+def test_no_batched_candidate_where_no_batched_api_fits():
+    # getrfBatched takes square matrices only: a measured "batched" time is not a candidate for
+    # a rectangular call.
+    table = make_table([(64, 512, {"xla": 10.0, "batched:1": 1.0, "looped:8": 5.0})])
+    with tables.using(table):
+        assert strategy.choose("getrf", 64, (512, 400), "float32").strategy == "looped"
+        assert strategy.choose("getrf", 64, (512, 512), "float32").strategy == "batched"
+
+
+def test_many_right_hand_sides_keep_their_rule():
+    table = Table("Fake GPU", "shipped table Fake GPU",
+                  {("getrs", "float32"): [Point(64, 512, {"xla": 10.0, "looped:8": 1.0})]})
+    with tables.using(table):
+        assert strategy.choose("getrs", 64, (512, 512), "float32", nrhs=64).strategy == "xla"
+        assert strategy.choose("getrs", 64, (512, 512), "float32", nrhs=1).strategy == "looped"
+
+
+def random_table(rng, routine="getrf"):
+    """Random times of every candidate tune() would measure (no more lanes than matrices)."""
+    names = ["xla", "sequential", "looped:2", "looped:8", "looped:16", "batched:1", "batched:4"]
+    points = []
+    for b in (1, 4, 16, 64, 256):
+        for n in (16, 64, 256, 1024):
+            fits = [c for c in names if tables.parse_candidate(c)[1] <= b
+                    and not (b == 1 and c.startswith("looped"))]
+            times = {c: float(rng.lognormal(0, 1)) for c in fits if c == "xla" or rng.random() < .8}
+            points.append((b, n, times))
+    return make_table(points, routine)
+
+
+def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
+    for _ in range(5):
+        table = random_table(rng)
+        with tables.using(table):
+            for b in (1, 3, 4, 10, 64, 300):
+                for n in (8, 16, 40, 64, 200, 1024, 3000):
+                    plan = strategy.choose("getrf", b, (n, n), "float32")
+                    estimate = table.estimate("getrf", "float32", b, n)
+                    times = dict(plan.times_ms)
+                    assert plan.source == "shipped table Fake GPU"
+                    assert plan.times_ms == estimate.times_ms
+                    assert times[estimate.best] <= times["xla"]
+                    # What runs is the estimate's best, its lanes capped at the batch.
+                    kind, lanes = tables.parse_candidate(estimate.best)
+                    assert (plan.strategy, plan.lanes) == (kind, min(lanes, b))
+                    # Where the table measured this very cell, the choice was no slower there.
+                    measured = {(p.batch, p.n): p for p in table.entries[("getrf", "float32")]}
+                    if (b, n) in measured:
+                        point = measured[(b, n)]
+                        assert point.time(estimate.best) <= point.times_ms["xla"]
+
+
+def test_the_choice_is_deterministic(rng):
+    table = random_table(rng)
+    with tables.using(table):
+        plans = [strategy.choose("getrf", 24, (300, 300), "float32") for _ in range(3)]
+    again = Table.from_json(json.loads(json.dumps(table.to_json())), table.source)
+    with tables.using(again):
+        plans.append(strategy.choose("getrf", 24, (300, 300), "float32"))
+    assert all(p == plans[0] for p in plans)
+
+
+def test_the_shipped_h100_table_parses_and_never_loses_to_jax_where_measured():
+    shipped = tables.read_shipped(H100)
+    assert shipped is not None and shipped.source.startswith(f"shipped table {H100}")
+    for (routine, dtype), points in shipped.entries.items():
+        for p in points:
+            with tables.using(shipped):
+                plan = strategy.choose(routine, p.batch, (p.n, p.n), dtype)
+            measured = p.time(tables.candidate_name(plan.strategy, plan.lanes))
+            assert measured <= p.times_ms["xla"] * (1 + tables.MARGIN), (routine, dtype, p)
+
+
+def test_explain_for_another_gpu_model_reads_its_shipped_table():
+    plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu=H100)
+    assert plan.source.startswith(f"shipped table {H100}") and plan.strategy == "looped"
+    assert jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="No Such GPU").source == \
+        "heuristic"
+
+
+@pytest.mark.parametrize("op,routine", [("eigh", "syevj"), ("eigvalsh", "syevj"),
+                                        ("svd", "gesvdj"), ("lu_factor", "getrf")])
+def test_explain_names_the_routine_that_runs(op, routine):
+    assert jcm.explain(op, (8, 16, 16), np.float32).op == routine
+    assert jcm.explain("eigh", (8, 64, 64), np.float32).op == "syevd"
+
+
+def _lowered(fn, *args):
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@requires_extension
+def test_the_table_choice_is_what_lowers():
+    a = np.ones((4, 16, 16), np.float32)
+    lanes = make_table([(4, 16, {"xla": 1.0, "looped:4": 0.5, "batched:1": 2.0})])
+    with tables.using(lanes):
+        text = _lowered(lambda x: jcm.lu_factor(x), a)
+    assert "jcm_getrf" in text and "lanes = 4" in text
+    jax_own = make_table([(4, 16, {"xla": 1.0, "looped:4": 1.5})])
+    with tables.using(jax_own):
+        text = _lowered(lambda x: jcm.lu_factor(x), a)
+    assert "jcm_getrf" not in text and "cusolver_getrf" in text
+
+
+# --- files: the tuned cache ----------------------------------------------------------------------
+
+KEY = {"format": 1, "gpu": "Fake GPU", "cusolver": 12004, "cublas": 130100, "jax": "0.11.2"}
+
+
+def test_cache_path_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv(tables.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tables.cache_path("NVIDIA H100 80GB HBM3") == \
+        tmp_path / "xdg" / "jax_cusolver_ms" / "tuned_NVIDIA-H100-80GB-HBM3.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert tables.cache_dir() == Path(os.path.expanduser("~")) / ".cache" / "jax_cusolver_ms"
+    monkeypatch.setenv(tables.CACHE_ENV, str(tmp_path / "mine"))
+    assert tables.cache_path("x").parent == tmp_path / "mine"
+
+
+def test_tuned_table_round_trips(tmp_path):
+    table = make_table(crossing_grid(), key=KEY)
+    path = tables.write_atomic(tmp_path / "sub" / "t.json", table.to_json())
+    read = tables.read_tuned(path, KEY)
+    assert read.source == f"tuned {path}" and read.key == KEY
+    assert read.to_json() == table.to_json()
+    assert [p.name for p in path.parent.iterdir()] == ["t.json"]  # no temporary left
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tables.write_atomic(tmp_path / "t.json", {"old": 1})
+    with pytest.raises(TypeError):
+        tables.write_atomic(path, {"new": object()})  # not JSON: fails half-way through
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": 99}),
+                                     json.dumps({"format": 1, "gpu": "g", "entries": {
+                                         "getrf": {"float32": [{"batch": 4, "n": 16,
+                                                                "times_ms": {"xla": -1}}]}}}),
+                                     json.dumps({"format": 1, "gpu": "g", "entries": {
+                                         "getrf": {"float32": [{"batch": 4, "n": 16,
+                                                                "times_ms": {"bogus": 1}}]}}})])
+def test_a_corrupt_tuned_file_is_ignored_with_a_warning(tmp_path, content):
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    with pytest.warns(RuntimeWarning, match="ignoring the unreadable tuned table"):
+        assert tables.read_tuned(path, KEY) is None
+
+
+@pytest.mark.parametrize("field,value", [("gpu", "Other GPU"), ("cusolver", 12005),
+                                         ("cublas", 130200), ("jax", "0.12.0")])
+def test_a_stale_tuned_file_is_ignored_with_a_warning(tmp_path, field, value):
+    path = tables.write_atomic(tmp_path / "t.json", make_table(crossing_grid(), key=KEY).to_json())
+    with pytest.warns(RuntimeWarning, match=f"stale tuned table.*{field}"):
+        assert tables.read_tuned(path, {**KEY, field: value}) is None
+
+
+def test_a_missing_tuned_file_is_silently_absent(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tables.read_tuned(tmp_path / "none.json", KEY) is None
+
+
+def test_this_machines_tables_load_tuned_first(monkeypatch, tmp_path):
+    """The loading itself: a fake GPU name, a shipped folder and a cache folder of our own."""
+    shipped_dir = tmp_path / "shipped"
+    shipped = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0}),
+                          (64, 2048, {"xla": 10.0, "looped:8": 5.0})])
+    tables.write_atomic(shipped_dir / "fake.json", shipped.to_json())
+    monkeypatch.setattr(tables, "SHIPPED_DIR", shipped_dir)
+    monkeypatch.setenv(tables.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(tables, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(tables, "current_key", lambda gpu: {**KEY, "gpu": gpu})
+    tuned = make_table([(64, 512, {"xla": 10.0, "batched:1": 4.0})], key=KEY)
+    tables.write_atomic(tables.cache_path("Fake GPU"), tuned.to_json())
+    tables.reload()
+    try:
+        with tables.using_machine():
+            near = strategy.choose("getrf", 64, (512, 512), "float32")
+            assert near.source == f"tuned {tables.cache_path('Fake GPU')}"
+            assert near.strategy == "batched"
+            # The tuned table's nearest point answers for 64x2048 too: it has getrf float32.
+            assert strategy.choose("getrf", 64, (2048, 2048), "float32").source.startswith("tuned")
+            assert strategy.choose("getrf", 64, (512, 512), "float64").source == "heuristic"
+        # A stale tuned file: the shipped table, and a warning.
+        monkeypatch.setattr(tables, "current_key", lambda gpu: {**KEY, "jax": "9.9"})
+        tables.reload()
+        with tables.using_machine(), pytest.warns(RuntimeWarning, match="stale"):
+            assert strategy.choose("getrf", 64, (512, 512), "float32").source == \
+                "shipped table Fake GPU (fake.json)"
+    finally:
+        tables.reload()
+
+
+def test_no_gpu_means_no_tables():
+    # On this CPU machine nothing is loaded: the heuristic.
+    if jcm.gpu_available():
+        pytest.skip("this machine has a GPU")
+    with tables.using_machine():
+        assert tables.active() == ()
+        assert jcm.explain("lu_factor", (64, 512, 512), "float32").source == "heuristic"
+
+
+# --- tune() --------------------------------------------------------------------------------------
+
+def test_tune_needs_a_gpu():
+    if jcm.gpu_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="on a GPU"):
+        jcm.tune(ops=["lu_factor"])
+
+
+@pytest.mark.parametrize("op,batch,n,expected", [
+    ("lu_factor", 1, 64, {"xla", "sequential"}),
+    ("lu_factor", 4, 64, {"xla", "sequential", "looped:2", "looped:4", "batched:1",
+                          "batched:2", "batched:4"}),
+    ("eig", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # geev: no batched API
+    ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # gesvdjBatched: n <= 32
+])
+def test_candidates_never_exceed_the_batch_and_exist(op, batch, n, expected):
+    assert set(tune_module.candidates(op, batch, n, "float32", (1, 2, 4, 8, 16))) == expected
+
+
+def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
+    path = tmp_path / "tuned.json"
+    first = jcm.tune(ops=["lu_factor"], dtypes=["float32"], sizes=[8], batches=[1, 2],
+                     lanes=(1, 2, 4), repeats=1, warmup=0, path=path, progress=False,
+                     _allow_cpu=True)
+    assert first.path == path and first.skipped == []
+    doc = json.loads(path.read_text())
+    assert doc["gpu"] == "cpu" and doc["key"] == tables.current_key("cpu")
+    points = doc["entries"]["getrf"]["float32"]
+    assert {(p["batch"], p["n"]) for p in points} == {(1, 8), (2, 8)}
+    by_batch = {p["batch"]: set(p["times_ms"]) for p in points}
+    assert by_batch[1] == {"xla", "sequential"}
+    assert by_batch[2] == {"xla", "sequential", "looped:2", "batched:1", "batched:2"}
+    second = jcm.tune(ops=["eigh"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
+                      repeats=1, warmup=0, path=path, progress=False, _allow_cpu=True)
+    assert set(second.table.entries) == {("getrf", "float32"), ("syevj", "float32")}
+    read = tables.read_tuned(path, tables.current_key("cpu"))
+    assert set(read.entries) == {("getrf", "float32"), ("syevj", "float32")}
+    with tables.using(read):
+        assert strategy.choose("getrf", 2, (8, 8), "float32").source == f"tuned {path}"
+
+
+def test_tune_within_budget_lists_what_it_left(tmp_path):
+    result = jcm.tune(ops=["lu_factor", "cholesky"], dtypes=["float32"], sizes=[8, 16],
+                      batches=[2], budget_s=0, path=tmp_path / "t.json", progress=False,
+                      _allow_cpu=True)
+    assert len(result.skipped) == 4 and all("budget" in s for s in result.skipped)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"ops": ["nope"]}, "unknown ops"),
+                                          ({"sizes": [0]}, ">= 1")])
+def test_tune_refuses_bad_arguments(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        jcm.tune(path=tmp_path / "t.json", _allow_cpu=True, **kwargs)
+
+
+def test_tune_command_line_help():
+    out = subprocess.run([sys.executable, "-m", "jax_cusolver_ms.tune", "--help"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert "--budget-s" in out.stdout and "--lanes" in out.stdout
+    assert "RuntimeWarning" not in out.stderr
+    assert callable(jcm.tune)
+
+
+# --- the report and the table builder ------------------------------------------------------------
+
+sys.path.insert(0, str(ROOT))
+
+
+def _cell(op, batch, n, jax_ms, auto_ms, picks="batched", torch_ms=None, dtype="float32"):
+    impls = {"jax": {"median_ms": jax_ms}, "jcm:auto": {"median_ms": auto_ms, "ok": True}}
+    if torch_ms:
+        impls["torch"] = {"median_ms": torch_ms}
+    return {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": impls, "status": "ok",
+            "explain": {"strategy": picks, "lanes": 1}}
+
+
+def test_report_summary():
+    report = importlib.import_module("benchmarks.report")
+    cells = [_cell("lu_factor", 1, 64, 1.0, 1.0, "xla"), _cell("lu_factor", 16, 64, 1.0, 1.1, "xla"),
+             _cell("lu_factor", 16, 2048, 700.0, 7.0, "looped", torch_ms=70.0),
+             _cell("qr", 16, 64, 4.0, 1.0, "looped"), _cell("qr", 16, 128, 1.0, 1.25, "looped"),
+             {"op": "qr", "dtype": "float32", "batch": 256, "n": 2048, "impls": {},
+              "status": "skipped", "note": "JAX took 25 s per call at 64x2048 (> 20 s)"}]
+    summary = report.summarize(cells)
+    per_op = {e["op"]: e for e in summary["per_op"]}
+    assert per_op["lu_factor"]["geomean_vs_jax"] == pytest.approx((1 / 1.1 * 100) ** (1 / 3))
+    assert per_op["lu_factor"]["geomean_vs_torch"] == pytest.approx(10.0)
+    assert per_op["qr"]["geomean_vs_jax"] == pytest.approx(math.sqrt(4 * 0.8))
+    assert [b["cell"] for b in summary["cells_below_parity"]] == \
+        ["lu_factor float32 16x64", "qr float32 16x128"]
+    assert [b["parity"] for b in summary["cells_below_parity"]] == [True, False]
+    assert summary["batch1_min_vs_jax"] == 1.0
+    assert summary["skipped"] == ["qr float32 256x2048: JAX took 25 s per call at 64x2048 (> 20 s)"]
+
+
+def test_report_skips_cells_beyond_a_slow_jax_one():
+    report = importlib.import_module("benchmarks.report")
+    slow = {("qr", "float32"): [(16, 1024, 25.0)]}
+    assert report._too_slow_before(slow, "qr", "float32", 16, 2048)
+    assert report._too_slow_before(slow, "qr", "float32", 64, 1024)
+    assert not report._too_slow_before(slow, "qr", "float32", 4, 2048)
+    assert not report._too_slow_before(slow, "qr", "float64", 64, 2048)
+
+
+def test_build_table_resolves_what_each_strategy_ran():
+    build_table = importlib.import_module("benchmarks.build_table")
+    cell = {"op": "eig", "dtype": "float32", "batch": 16, "n": 256, "impls": {
+        "jax": {"median_ms": 100.0},
+        "jcm:batched": {"median_ms": 20.0, "ok": True},    # geev: no batched API -> lanes
+        "jcm:looped:16": {"median_ms": 15.0, "ok": True},
+        "jcm:sequential": {"median_ms": 90.0, "ok": False},  # a wrong answer does not count
+        "jcm:auto": {"median_ms": 21.0, "ok": True}},
+        "explain": {"strategy": "looped", "lanes": 8}}
+    times = build_table.cell_times(cell, "geev", None)
+    assert times == {"xla": 100.0, "looped:8": 20.0, "looped:16": 15.0}
+
+
+@pytest.mark.parametrize("with_plots", [True, False])
+def test_report_cpu_smoke_writes_json_markdown_and_figures(tmp_path, with_plots):
+    args = [sys.executable, "-m", "benchmarks.report", "--cpu-smoke", "--ops", "lu_factor",
+            "--sizes", "8", "--batches", "1,2", "--out", str(tmp_path), "--tag", "t"]
+    env = dict(os.environ)
+    if not with_plots:
+        # A matplotlib that cannot be imported: the report says so and still writes the rest.
+        (tmp_path / "hide").mkdir()
+        (tmp_path / "hide" / "matplotlib.py").write_text("raise ImportError('hidden by test')")
+        env["PYTHONPATH"] = str(tmp_path / "hide")
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads((tmp_path / "t_cpu.json").read_text())
+    assert doc["complete"] and len(doc["cells"]) == 2
+    assert {e["op"] for e in doc["summary"]["per_op"]} == {"lu_factor"}
+    md = (tmp_path / "t_cpu.md").read_text()
+    assert "geomean vs JAX" in md and "| lu_factor | float32 | 2 |" in md
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    try:
+        import matplotlib  # noqa: F401
+        have_matplotlib = True
+    except ImportError:
+        have_matplotlib = False
+    if with_plots and have_matplotlib:
+        assert pngs == ["t_cpu_lu_factor_speedup.png", "t_cpu_lu_factor_times.png"]
+        assert all((tmp_path / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    else:
+        assert pngs == [] and "matplotlib is not importable" in md
+        assert "matplotlib is not importable" in out.stdout
