@@ -6,6 +6,7 @@ Run from the repository root:
     python -m benchmarks.report --quick        # a smoke check on a GPU: under two minutes
     python -m benchmarks.report --cpu-smoke    # no GPU: a check of the report itself (< 1 min)
     python -m benchmarks.report --ops lu_factor,qr --dtypes float32 --sizes 256,1024
+    python -m benchmarks.report --tag h100 --resume   # go on with an interrupted run
 
 Each cell is timed by benchmarks.bench.run_cell (JAX's function, jax_cusolver_ms under `auto`
 and each --strategies entry, PyTorch where importable, every answer checked). Cells whose inputs
@@ -62,16 +63,21 @@ def _too_slow_before(slow: dict, op: str, dtype: str, batch: int, n: int) -> str
     return None
 
 
-def run_grid(args, bench_args, torch, write) -> list[dict]:
+def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
+    """Runs the grid; `done`: cells of an earlier run of the same report (--resume), kept."""
     grid = [(op, d, b, n) for op in args.ops for d in args.dtypes
             for b in args.batches for n in args.sizes]
+    earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
     cells, slow = [], {}
     bar = _progress(len(grid), "report")
     try:
         for index, (op, dtype, batch, n) in enumerate(grid):
             t0 = time.perf_counter()
             why = _too_slow_before(slow, op, dtype, batch, n)
-            if why:
+            if (op, dtype, batch, n) in earlier and earlier[(op, dtype, batch, n)].get(
+                    "status") != "error":
+                cell = earlier[(op, dtype, batch, n)]
+            elif why:
                 cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
                         "status": "skipped", "note": why.replace("limit", f"{args.jax_limit_s:g} s")}
             else:
@@ -85,7 +91,7 @@ def run_grid(args, bench_args, torch, write) -> list[dict]:
             jax_result = cell["impls"].get("jax", {})
             if jax_result.get("probe_ms", 0) > args.jax_limit_s * 1e3:
                 slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
-            cell["seconds"] = round(time.perf_counter() - t0, 2)
+            cell.setdefault("seconds", round(time.perf_counter() - t0, 2))
             cells.append(cell)
             write(cells, len(grid))
             speedup = _speedup(cell)
@@ -303,7 +309,12 @@ def parse_args(argv=None):
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --tag: keep the cells an earlier run of that tag on this GPU "
+                        "finished (errors are re-run); a long grid can run in several sessions")
     args = p.parse_args(argv)
+    if args.resume and not args.tag:
+        p.error("--resume needs --tag (the run to go on with)")
     preset = SMOKE if args.cpu_smoke else QUICK if args.quick else {}
     args.ops = args.ops or list(preset.get("ops", bench.OPS))
     args.dtypes = args.dtypes or list(preset.get("dtypes", bench.DTYPES))
@@ -371,7 +382,12 @@ def main(argv=None) -> int:
                 f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
         return summary
 
-    cells = run_grid(args, bench_args, torch, write)
+    done = []
+    if args.resume and os.path.exists(json_path):
+        with open(json_path) as f:
+            done = json.load(f)["cells"]
+        print(f"# resuming {json_path}: {len(done)} cells done before", flush=True)
+    cells = run_grid(args, bench_args, torch, write, done)
     figures = plot(cells, args.out, stem, plt) if plt is not None else {}
     summary = write(cells, len(cells), figures)
     print(f"\n# wrote {json_path}, {md_path}"

@@ -549,3 +549,26 @@ def test_report_cpu_smoke_writes_json_markdown_and_figures(tmp_path, with_plots)
     else:
         assert pngs == [] and "matplotlib is not importable" in md
         assert "matplotlib is not importable" in out.stdout
+
+
+def test_report_grid_resumes_and_skips_beyond_slow_jax(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((batch, n))
+        probe = 30e3 if (batch, n) == (1, 64) else 1.0  # JAX over the limit at 1x64
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": probe, "probe_ms": probe}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                 sizes=[16, 64, 128], jax_limit_s=20.0))()
+    bench_args = type("BenchArgs", (), dict(seed=0))()
+    done = [{"op": "lu_factor", "dtype": "float32", "batch": 1, "n": 16, "status": "ok",
+             "impls": {}, "seconds": 1.0}]
+    cells = report.run_grid(args, bench_args, None, lambda cells, total: None, done)
+    assert ran == [(1, 64), (4, 16)]  # 1x16 from the earlier run; 1x128, 4x64, 4x128 skipped
+    assert [c["status"] for c in cells] == ["ok", "ok", "skipped", "ok", "skipped", "skipped"]
+    assert "JAX took 30 s per call at 1x64 (> 20 s)" in cells[2]["note"]
