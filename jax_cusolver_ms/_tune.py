@@ -37,8 +37,8 @@ REPEATS = 7
 WARMUP = 2
 MIN_REPEATS = 3
 MAX_INPUT_GB = 4.0
-# A cell whose slowest candidate takes longer than this per call gets the minimum repeats, and
-# one whose JAX call takes longer is left out (it would eat the budget of many others).
+# A candidate whose one call takes longer than this is not measured at larger cells of the same
+# op and dtype (it would eat the budget of many others); above a quarter of it, fewer repeats.
 MAX_CALL_S = 20.0
 
 
@@ -137,17 +137,17 @@ def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
 # --- measuring ----------------------------------------------------------------------------------
 
 def _median_ms(fn, inputs, repeats: int, warmup: int) -> tuple[float, float]:
-    """(median device ms, wall seconds it took), repeats cut down for slow calls."""
-    started = time.perf_counter()
+    """(median device ms, seconds of one call on the wall clock), repeats cut down for calls
+    so slow that the full count would eat the budget of many cells."""
     jitted = jax.jit(fn)
     jax.block_until_ready(jitted(*inputs))  # compile, and a first run
     probe = time.perf_counter()
     jax.block_until_ready(jitted(*inputs))
-    probe_s = time.perf_counter() - probe
-    if probe_s > MAX_CALL_S / 4:
+    call_s = time.perf_counter() - probe
+    if call_s > MAX_CALL_S / 4:
         repeats, warmup = MIN_REPEATS, 0
     times = _timing.device_time_ms(fn, *inputs, repeats=repeats, warmup=warmup)
-    return statistics.median(times), time.perf_counter() - started
+    return statistics.median(times), call_s
 
 
 def _input_bytes(build, batch, n, dtype) -> int:
@@ -159,22 +159,26 @@ def _input_bytes(build, batch, n, dtype) -> int:
 class TuneResult:
     table: _tables.Table
     path: Path | None
-    skipped: list  # "op dtype BxN: why"
+    skipped: list  # "op dtype BxN[ candidate]: why"
     seconds: float
 
 
 def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
          sizes: Sequence[int] | None = None, batches: Sequence[int] | None = None,
          budget_s: float = 1800.0, lanes: Sequence[int] = LANES, path=None,
-         repeats: int = REPEATS, warmup: int = WARMUP, progress: bool = True,
-         _allow_cpu: bool = False) -> TuneResult:
+         repeats: int = REPEATS, warmup: int = WARMUP, remeasure: bool = False,
+         progress: bool = True, _allow_cpu: bool = False) -> TuneResult:
     """Measures every candidate strategy on this GPU and writes the table `auto` reads.
 
     ops: names from WORKLOADS (default all); dtypes: "float32" / "float64"; sizes: matrix
     orders n; batches: batch sizes; budget_s: wall-clock budget, cells left when it runs out
     are reported as skipped (small n first, so a short budget still covers every op); lanes:
     lane counts to try; path: the file to write (default tables.cache_path(gpu), where `auto`
-    looks). Returns the table, the path written and the skipped cells.
+    looks). The file is rewritten (atomically) after every cell and merged with what it held
+    for the same key; cells it already holds are not measured again unless `remeasure`, so an
+    interrupted run goes on where it stopped. A candidate whose single call took more than
+    MAX_CALL_S at a cell is not measured at larger cells of the same op and dtype. Returns the
+    table, the path and the cells (or candidates) skipped with the reason.
 
     `_allow_cpu` (tests only) runs on a machine without a GPU, timing JAX's CPU fallback.
     """
@@ -201,70 +205,71 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
 
     key = _tables.current_key(gpu)
     path = Path(path) if path is not None else _tables.cache_path(gpu)
+    table = _tables.read_tuned(path, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
+    measured_before = {(k, p.batch, p.n) for k, points in table.entries.items() for p in points}
     # Small matrices first: a budget that runs out leaves the large cells, of every op.
     grid = [(n, b, op, d) for n in sizes for b in batches for op in ops for d in dtypes]
-    entries: dict = {}
-    skipped = []
+    skipped, slow = [], {}
     started = time.perf_counter()
     bar = _progress.progress(len(grid), f"tune {gpu}") if progress else None
     try:
         for index, (n, batch, op, dtype) in enumerate(grid):
             where = f"{op} {dtype} {batch}x{n}"
-            workload = WORKLOADS[op]
+            routine = _strategy.routine_of(op, n, n)
+            if bar:
+                bar.set_postfix_str(where)
+                bar.update(1)
             if time.perf_counter() - started > budget_s:
                 skipped += [f"{o} {d} {b}x{m}: budget of {budget_s:g} s spent"
                             for m, b, o, d in grid[index:]]
                 break
-            if bar:
-                bar.set_postfix_str(where)
-            try:
-                times = _measure_cell(workload, batch, n, dtype, lanes, repeats, warmup,
-                                      index)
-            except _Skip as why:
-                skipped.append(f"{where}: {why}")
-                times = None
+            if not remeasure and ((routine, dtype), batch, n) in measured_before:
+                continue
+            times = _measure_cell(WORKLOADS[op], batch, n, dtype, lanes, repeats, warmup,
+                                  index, slow, skipped)
             if times:
-                routine = _strategy.routine_of(op, n, n)
-                entries.setdefault((routine, dtype), []).append(_tables.Point(batch, n, times))
-            if bar:
-                bar.update(1)
+                point = _tables.Point(batch, n, times)
+                table = table.merged(_tables.Table(gpu, f"tuned {path}",
+                                                   {(routine, dtype): [point]}, key))
+                # After every cell: a run cut short keeps every cell it finished.
+                _tables.write_atomic(path, table.to_json())
     finally:
         if bar:
             bar.close()
-
-    table = _tables.Table(gpu, f"tuned {path}", entries, key)
-    earlier = _tables.read_tuned(path, key) if path.exists() else None
-    if earlier is not None:
-        table = earlier.merged(table)
-    _tables.write_atomic(path, table.to_json())
+    if not path.exists():
+        _tables.write_atomic(path, table.to_json())
     _tables.reload()
     return TuneResult(table, path, skipped, time.perf_counter() - started)
 
 
-class _Skip(Exception):
-    pass
-
-
 def _measure_cell(workload: Workload, batch: int, n: int, dtype: str, lanes, repeats: int,
-                  warmup: int, seed: int) -> dict[str, float]:
+                  warmup: int, seed: int, slow: dict, skipped: list) -> dict[str, float]:
+    """{candidate: median ms} for one cell. `slow` maps (op, dtype, candidate) to the cells
+    where one call took over MAX_CALL_S: such a candidate is not measured at larger ones."""
+    where = f"{workload.op} {dtype} {batch}x{n}"
     size = _input_bytes(workload.build, batch, n, dtype)
     if size > MAX_INPUT_GB * 1e9:
-        raise _Skip(f"inputs {size / 1e9:.3g} GB > {MAX_INPUT_GB:g} GB")
+        skipped.append(f"{where}: inputs {size / 1e9:.3g} GB > {MAX_INPUT_GB:g} GB")
+        return {}
     inputs = jax.block_until_ready(workload.build(jax.random.key(seed), batch, n, dtype))
     times = {}
     for name, (strategy, count) in candidates(workload.op, batch, n, dtype, lanes,
                                               with_xla=workload.reference is not None).items():
+        too_slow = [(b, m) for b, m in slow.get((workload.op, dtype, name), ())
+                    if batch >= b and n >= m]
+        if too_slow:
+            skipped.append(f"{where} {name}: one call took over {MAX_CALL_S:g} s at "
+                           f"{too_slow[0][0]}x{too_slow[0][1]}")
+            continue
         fn = (workload.reference if name == _tables.XLA else
               lambda *a, s=strategy, c=count: workload.ours(*a, strategy=s, lanes=c))
         try:
-            ms, wall_s = _median_ms(fn, inputs, repeats, warmup)
+            times[name], call_s = _median_ms(fn, inputs, repeats, warmup)
         except Exception as exc:  # noqa: BLE001  (one candidate failing leaves the others)
-            print(f"tune: {workload.op} {dtype} {batch}x{n} {name} failed: "
-                  f"{type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+            skipped.append(f"{where} {name}: failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue
-        times[name] = ms
-        if name == _tables.XLA and wall_s > MAX_CALL_S:
-            raise _Skip(f"JAX's call takes {wall_s:.0f} s > {MAX_CALL_S:g} s")
+        if call_s > MAX_CALL_S:
+            slow.setdefault((workload.op, dtype, name), []).append((batch, n))
     return times
 
 
@@ -295,6 +300,9 @@ def main(argv=None) -> int:
     p.add_argument("--budget-s", type=float, default=1800.0,
                    help="wall-clock budget in seconds (default 1800); cells left are listed")
     p.add_argument("--repeats", type=int, default=REPEATS)
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure again the cells the file already holds (default: go on "
+                        "where an earlier run of the same file stopped)")
     p.add_argument("--out", default=None,
                    help="file to write (default: the per-user cache file auto reads, "
                         f"{_tables.cache_dir()}/tuned_<gpu>.json; ${_tables.CACHE_ENV} "
@@ -304,7 +312,7 @@ def main(argv=None) -> int:
     try:
         result = tune(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, batches=args.batches,
                       budget_s=args.budget_s, lanes=args.lanes, path=args.out,
-                      repeats=args.repeats)
+                      repeats=args.repeats, remeasure=args.remeasure)
     except (RuntimeError, ValueError) as exc:
         print(f"tune: {exc}", file=sys.stderr)
         return 2

@@ -444,6 +444,36 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
         assert strategy.choose("getrf", 2, (8, 8), "float32").source == f"tuned {path}"
 
 
+def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
+    calls = []
+    real = tune_module._median_ms
+    monkeypatch.setattr(tune_module, "_median_ms",
+                        lambda fn, inputs, *a: calls.append(inputs[0].shape) or real(fn, inputs, *a))
+    kwargs = dict(ops=["cholesky"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
+                  repeats=1, warmup=0, path=tmp_path / "t.json", progress=False, _allow_cpu=True)
+    jcm.tune(**kwargs)
+    first = len(calls)
+    assert first == 4  # xla, sequential, looped:2, batched:2
+    jcm.tune(**kwargs)
+    assert len(calls) == first  # the file holds the cell: nothing measured again
+    jcm.tune(**kwargs, remeasure=True)
+    assert len(calls) == 2 * first
+    jcm.tune(**{**kwargs, "sizes": [8, 12]})
+    assert len(calls) == 3 * first  # only the new cell
+
+
+def test_tune_leaves_out_a_candidate_beyond_a_too_slow_call(tmp_path, monkeypatch):
+    # Every call "takes" 30 s on the wall clock: after the first cell, no candidate is measured
+    # at larger cells of the same op and dtype, and each is listed with the reason.
+    monkeypatch.setattr(tune_module, "_median_ms", lambda fn, inputs, *a: (1.0, 30.0))
+    result = jcm.tune(ops=["cholesky"], dtypes=["float32"], sizes=[8, 16], batches=[2],
+                      lanes=(2,), path=tmp_path / "t.json", progress=False, _allow_cpu=True)
+    points = result.table.entries[("potrf", "float32")]
+    assert [(p.batch, p.n) for p in points] == [(2, 8)]
+    assert len(result.skipped) == 4
+    assert all("2x16" in s and "took over 20 s at 2x8" in s for s in result.skipped)
+
+
 def test_tune_within_budget_lists_what_it_left(tmp_path):
     result = jcm.tune(ops=["lu_factor", "cholesky"], dtypes=["float32"], sizes=[8, 16],
                       batches=[2], budget_s=0, path=tmp_path / "t.json", progress=False,
