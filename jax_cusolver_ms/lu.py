@@ -39,6 +39,8 @@ def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    if not choice.uses_ffi:
+        return _getrf_jax(a, strategy=strategy, lanes=lanes)
     # cuSOLVER getrf can return finite factors for an input holding NaN (H100: its pivot search
     # passes NaN rows over), and cuBLAS getrfBatched does not; NaN in, NaN out on every
     # strategy, as LAPACK on the CPU.

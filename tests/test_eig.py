@@ -23,7 +23,9 @@ from jax_cusolver_ms.eig import eig, eigvals, lax_eig
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    conj_t,
     is_complex,
+    jit_call,
     param_id,
     random_matrix,
     random_rhs,
@@ -39,19 +41,6 @@ SHAPES = [(1, 1), (6, 6), (0, 4, 4), (1, 5, 5), (2, 3, 7, 7), (3, 24, 24)]
 # Forward errors of non-symmetric eigenvalues grow with their condition: a margin for random
 # matrices of these sizes.
 EIGENVALUE_CONDITION = 100
-
-
-@functools.lru_cache(maxsize=None)
-def _jitted(fn, static):
-    return jax.jit(functools.partial(fn, **dict(static)))
-
-
-def jit_call(fn, *args, **static):
-    return _jitted(fn, tuple(sorted(static.items())))(*args)
-
-
-def _h(x):
-    return np.conj(np.swapaxes(x, -1, -2))
 
 
 def _wide(x):
@@ -170,7 +159,7 @@ def test_left_eigenvectors(rng, dtype, strategy):
     w, vl, vr = lax_eig(a, strategy=strategy)
     check_eig(a, w, vr, dtype)
     # u_j^H A = w_j u_j^H, i.e. A^H u_j = conj(w_j) u_j.
-    check_eig(_h(a).astype(dtype), jnp.conj(w), vl, dtype)
+    check_eig(conj_t(a).astype(dtype), jnp.conj(w), vl, dtype)
     (w2,) = lax_eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False,
                     strategy=strategy)
     assert match_distance(w2, w) <= rtol_for(dtype, 7) * float(np.max(_norm2(a)))
