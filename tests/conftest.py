@@ -7,6 +7,8 @@ failure reproduces exactly and no two tests share data.
 
 import functools
 import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 import os
 import zlib
 
@@ -223,3 +225,16 @@ def widened(x):
     """x as a NumPy array in its float64 / complex128 counterpart."""
     x = np.asarray(x)
     return x.astype(wide_dtype(x.dtype))
+
+
+def run_in_threads(fns, inputs):
+    """Thread t applies fns[t] to each of inputs[t]; all threads start together (a barrier), so
+    their calls overlap. Returns the results, results[t][i] = fns[t](inputs[t][i])."""
+    start = threading.Barrier(len(fns))
+
+    def worker(t):
+        start.wait()
+        return [fns[t](x) for x in inputs[t]]
+
+    with ThreadPoolExecutor(len(fns)) as pool:
+        return list(pool.map(worker, range(len(fns))))

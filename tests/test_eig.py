@@ -8,8 +8,6 @@ covers the FFI path (cusolverDnXgeev on the lanes, and the unpacking of real eig
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +30,7 @@ from conftest import (
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -276,15 +275,8 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     jitted = {s: jax.jit(functools.partial(eig, strategy=s, lanes=lanes)) for s in ALL_STRATEGIES}
     data = [[random_matrix(rng, (batch, n, n), dtype, "general") for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    fns = [jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]] for t in range(threads)]
+    results = run_in_threads(fns, data)
     for t in range(threads):
         for (w, v), a in zip(results[t], data[t]):
             check_eig(a, w, v, dtype)

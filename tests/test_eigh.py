@@ -8,8 +8,6 @@ implementation; the GPU run covers the FFI paths (both algorithms, every strateg
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +29,7 @@ from conftest import (
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     widened,
 )
@@ -272,15 +271,7 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     keys = list(jitted)
     data = [[hermitian(rng, (batch, n, n), dtype) for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[keys[t % len(keys)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
     for t in range(threads):
         for (w, v), a in zip(results[t], data[t]):
             check_eigh(a, w, v, dtype)

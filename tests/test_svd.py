@@ -10,8 +10,6 @@ requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatche
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +32,7 @@ from conftest import (
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
     widened,
@@ -549,15 +548,7 @@ def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
     keys = sorted(jitted)
     data = [[random_matrix(rng, (batch, m, n), dtype, "general") for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[keys[t % len(keys)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
 
     for t in range(threads):
         for (u, s, vh), a in zip(results[t], data[t]):
