@@ -75,8 +75,11 @@ fi
 # left out here and printed once at the end.
 bench_rc=0
 run_bench() {
-  step "benchmarks: ${*:-full grid} (log: /tmp/bench.log)"
-  python3 -m benchmarks.bench --out "$OUT" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
+  local module=benchmarks.bench
+  # A plan line "matmul: ARGS" runs the matmul benchmark instead.
+  if [[ "${1:-}" == "matmul:" ]]; then module=benchmarks.bench_matmul; shift; fi
+  step "$module: ${*:-full grid} (log: /tmp/bench.log)"
+  python3 -m "$module" --out "$OUT" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
   local rc=${PIPESTATUS[0]}
   (( rc != 0 )) && bench_rc=$rc
 }

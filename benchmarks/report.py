@@ -54,12 +54,13 @@ def _progress(total, desc):
 
 # --- the grid -------------------------------------------------------------------------------------
 
-def _too_slow_before(slow: dict, op: str, dtype: str, batch: int, n: int) -> str | None:
+def _too_slow_before(slow: dict, op: str, dtype: str, batch: int, n: int,
+                     limit_s: float = JAX_LIMIT_S) -> str | None:
     """JAX's time grows with batch and n: a cell at least as large as one where JAX took over
     the limit per call would take longer still."""
     for b, m, seconds in slow.get((op, dtype), ()):
         if batch >= b and n >= m:
-            return f"JAX took {seconds:.0f} s per call at {b}x{m} (> limit)"
+            return f"JAX took {seconds:.0f} s per call at {b}x{m} (> {limit_s:g} s)"
     return None
 
 
@@ -73,13 +74,13 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     try:
         for index, (op, dtype, batch, n) in enumerate(grid):
             t0 = time.perf_counter()
-            why = _too_slow_before(slow, op, dtype, batch, n)
+            why = _too_slow_before(slow, op, dtype, batch, n, args.jax_limit_s)
             if (op, dtype, batch, n) in earlier and earlier[(op, dtype, batch, n)].get(
                     "status") != "error":
                 cell = earlier[(op, dtype, batch, n)]
             elif why:
                 cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
-                        "status": "skipped", "note": why.replace("limit", f"{args.jax_limit_s:g} s")}
+                        "status": "skipped", "note": why}
             else:
                 try:
                     cell = bench.run_cell(bench.OPS[op], dtype, batch, n, bench_args, torch,
@@ -138,8 +139,8 @@ def summarize(cells: list[dict]) -> dict:
         s, t = _speedup(c), _speedup(c, "torch")
         if s is None:
             continue
-        entry = per_op.setdefault(f"{c['op']} {c['dtype']}",
-                                  {"op": c["op"], "dtype": c["dtype"], "vs_jax": [], "vs_torch": []})
+        entry = per_op.setdefault(f"{c['op']} {c['dtype']}", {
+            "op": c["op"], "dtype": c["dtype"], "vs_jax": [], "vs_torch": []})
         entry["vs_jax"].append(s)
         if t:
             entry["vs_torch"].append(t)
@@ -225,8 +226,8 @@ def plot(cells: list[dict], out: str, stem: str, plt) -> dict:
         sizes = sorted({c["n"] for c in mine})
         files = []
 
-        fig, axes = plt.subplots(1, len(dtypes), figsize=(1.1 * len(sizes) + 2.5, 0.7 * len(batches) + 2),
-                                 squeeze=False)
+        size = (1.1 * len(sizes) + 2.5, 0.7 * len(batches) + 2)
+        fig, axes = plt.subplots(1, len(dtypes), figsize=size, squeeze=False)
         for ax, dtype in zip(axes[0], dtypes):
             grid = np.full((len(batches), len(sizes)), np.nan)
             for c in mine:

@@ -56,6 +56,9 @@ class JacobiParams {
 template <typename T>
 struct syevd_traits {
   static constexpr const char* kName = "syevd";
+  // A 64-bit API routine with a host workspace, as Xsytrs (ldl_ops.cc), which read its inputs
+  // outside its stream on the H100: wait for them on the host first (it blocks anyway).
+  static constexpr bool kInputsOnHostSync = true;
   static constexpr cusolverEigMode_t kJobz = CUSOLVER_EIG_MODE_VECTOR;
   int64_t items, n;
   cublasFillMode_t uplo;
@@ -174,6 +177,9 @@ struct syevd_traits {
 template <typename T>
 struct geev_traits {
   static constexpr const char* kName = "geev";
+  // A 64-bit API routine with a host workspace, as Xsytrs (ldl_ops.cc), which read its inputs
+  // outside its stream on the H100: wait for them on the host first (it blocks anyway).
+  static constexpr bool kInputsOnHostSync = true;
   int64_t items, n;
   bool right;  // compute the right eigenvectors
   const void* a_in;

@@ -52,6 +52,9 @@ ffi::ErrorOr<gesvdjInfo_t> gesvdj_params_of_this_thread() {
 template <typename T>
 struct gesvd_traits {
   static constexpr const char* kName = "gesvd";
+  // A 64-bit API routine with a host workspace, as Xsytrs (ldl_ops.cc), which read its inputs
+  // outside its stream on the H100: wait for them on the host first (it blocks anyway).
+  static constexpr bool kInputsOnHostSync = true;
   int64_t items, m, n;  // the column-major problem cuSOLVER sees: m >= n
   signed char job;      // 'A' (full U), 'S' (first n columns of U) or 'N' (no vectors)
   const void* a_in;

@@ -306,7 +306,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None,
                    help="file to write (default: the per-user cache file auto reads, "
                         f"{_tables.cache_dir()}/tuned_<gpu>.json; ${_tables.CACHE_ENV} "
-                        "moves the folder). To ship a table: --out jax_cusolver_ms/tables/<gpu>.json")
+                        "moves the folder). To ship a table: "
+                        "--out jax_cusolver_ms/tables/<gpu>.json")
     args = p.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
     try:

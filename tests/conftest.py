@@ -5,7 +5,10 @@ takes its random numbers from the ``rng`` fixture, which is seeded from the test
 failure reproduces exactly and no two tests share data.
 """
 
+import functools
 import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 import os
 import zlib
 
@@ -212,3 +215,37 @@ def random_matrix(rng, shape, dtype, kind="general"):
 def random_rhs(rng, shape, dtype):
     """A random right-hand side (vector or matrix) with nonzero imaginary part if complex."""
     return _gaussian(rng, tuple(shape), wide_dtype(dtype)).astype(dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted(fn, static):
+    return jax.jit(functools.partial(fn, **dict(static)))
+
+
+def jit_call(fn, *args, **static):
+    """fn(*args, **static) through one cached jit per (fn, static): one compile per shape."""
+    return _jitted(fn, tuple(sorted(static.items())))(*args)
+
+
+def conj_t(x):
+    """The conjugate transpose of a (batch of) NumPy matrices."""
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def widened(x):
+    """x as a NumPy array in its float64 / complex128 counterpart."""
+    x = np.asarray(x)
+    return x.astype(wide_dtype(x.dtype))
+
+
+def run_in_threads(fns, inputs):
+    """Thread t applies fns[t] to each of inputs[t]; all threads start together (a barrier), so
+    their calls overlap. Returns the results, results[t][i] = fns[t](inputs[t][i])."""
+    start = threading.Barrier(len(fns))
+
+    def worker(t):
+        start.wait()
+        return [fns[t](x) for x in inputs[t]]
+
+    with ThreadPoolExecutor(len(fns)) as pool:
+        return list(pool.map(worker, range(len(fns))))

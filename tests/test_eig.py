@@ -8,8 +8,6 @@ covers the FFI path (cusolverDnXgeev on the lanes, and the unpacking of real eig
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -23,13 +21,16 @@ from jax_cusolver_ms.eig import eig, eigvals, lax_eig
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    conj_t,
     is_complex,
+    jit_call,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -39,19 +40,6 @@ SHAPES = [(1, 1), (6, 6), (0, 4, 4), (1, 5, 5), (2, 3, 7, 7), (3, 24, 24)]
 # Forward errors of non-symmetric eigenvalues grow with their condition: a margin for random
 # matrices of these sizes.
 EIGENVALUE_CONDITION = 100
-
-
-@functools.lru_cache(maxsize=None)
-def _jitted(fn, static):
-    return jax.jit(functools.partial(fn, **dict(static)))
-
-
-def jit_call(fn, *args, **static):
-    return _jitted(fn, tuple(sorted(static.items())))(*args)
-
-
-def _h(x):
-    return np.conj(np.swapaxes(x, -1, -2))
 
 
 def _wide(x):
@@ -170,7 +158,7 @@ def test_left_eigenvectors(rng, dtype, strategy):
     w, vl, vr = lax_eig(a, strategy=strategy)
     check_eig(a, w, vr, dtype)
     # u_j^H A = w_j u_j^H, i.e. A^H u_j = conj(w_j) u_j.
-    check_eig(_h(a).astype(dtype), jnp.conj(w), vl, dtype)
+    check_eig(conj_t(a).astype(dtype), jnp.conj(w), vl, dtype)
     (w2,) = lax_eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False,
                     strategy=strategy)
     assert match_distance(w2, w) <= rtol_for(dtype, 7) * float(np.max(_norm2(a)))
@@ -287,15 +275,8 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     jitted = {s: jax.jit(functools.partial(eig, strategy=s, lanes=lanes)) for s in ALL_STRATEGIES}
     data = [[random_matrix(rng, (batch, n, n), dtype, "general") for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    fns = [jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]] for t in range(threads)]
+    results = run_in_threads(fns, data)
     for t in range(threads):
         for (w, v), a in zip(results[t], data[t]):
             check_eig(a, w, v, dtype)

@@ -8,8 +8,6 @@ implementation; the GPU run covers the FFI paths (both algorithms, every strateg
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -23,15 +21,17 @@ from jax_cusolver_ms.eigh import eigh, eigvalsh, lax_eigh
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
-    is_complex,
+    conj_t,
+    jit_call,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
-    wide_dtype,
+    widened,
 )
 
 ids = param_id
@@ -41,35 +41,16 @@ IMPLEMENTATIONS = ("qr", "jacobi")
 SHAPES = [(1, 1), (6, 6), (0, 4, 4), (1, 5, 5), (2, 3, 7, 7), (3, 40, 40)]
 
 
-@functools.lru_cache(maxsize=None)
-def _jitted(fn, static):
-    return jax.jit(functools.partial(fn, **dict(static)))
-
-
-def jit_call(fn, *args, **static):
-    """One cached jit per (fn, static options): one compile per shape."""
-    return _jitted(fn, tuple(sorted(static.items())))(*args)
-
-
-def _h(x):
-    return np.conj(np.swapaxes(x, -1, -2))
-
-
-def _wide(x):
-    x = np.asarray(x)
-    return x.astype(wide_dtype(x.dtype))
-
-
 def hermitian(rng, shape, dtype):
     a = random_matrix(rng, shape, dtype, "general")
-    return ((a + _h(a)) / 2).astype(dtype)
+    return ((a + conj_t(a)) / 2).astype(dtype)
 
 
 def with_spectrum(rng, batch, spectrum, dtype):
     """Q diag(spectrum) Q^H for random unitary Q (float64 construction)."""
     n = len(spectrum)
-    q, _ = np.linalg.qr(_wide(random_matrix(rng, tuple(batch) + (n, n), dtype, "general")))
-    return ((q * np.asarray(spectrum, float)) @ _h(q)).astype(dtype), q
+    q, _ = np.linalg.qr(widened(random_matrix(rng, tuple(batch) + (n, n), dtype, "general")))
+    return ((q * np.asarray(spectrum, float)) @ conj_t(q)).astype(dtype), q
 
 
 def check_eigh(a, w, v, dtype, hermitian_a=None):
@@ -84,13 +65,13 @@ def check_eigh(a, w, v, dtype, hermitian_a=None):
     assert np.all(np.diff(w, axis=-1) >= 0), "eigenvalues not ascending"
     tol = rtol_for(dtype, n)
     eye = np.broadcast_to(np.eye(n), v.shape)
-    assert rel_err(_h(_wide(v)) @ _wide(v), eye) <= tol, "V^H V != I"
-    scale = np.linalg.norm(_wide(a_h), 2, axis=(-2, -1), keepdims=True) if a.size else 1
-    recon = (_wide(v) * _wide(w)[..., None, :]) @ _h(_wide(v))
-    assert np.max(np.abs(recon - _wide(a_h)) / np.maximum(scale, 1e-300), initial=0) <= tol, \
+    assert rel_err(conj_t(widened(v)) @ widened(v), eye) <= tol, "V^H V != I"
+    scale = np.linalg.norm(widened(a_h), 2, axis=(-2, -1), keepdims=True) if a.size else 1
+    recon = (widened(v) * widened(w)[..., None, :]) @ conj_t(widened(v))
+    assert np.max(np.abs(recon - widened(a_h)) / np.maximum(scale, 1e-300), initial=0) <= tol, \
         "V diag(w) V^H != A"
     if a.size:
-        w_ref = np.linalg.eigvalsh(_wide(a_h))
+        w_ref = np.linalg.eigvalsh(widened(a_h))
         assert np.max(np.abs(w - w_ref) / np.maximum(scale[..., 0], 1e-300)) <= tol, \
             "eigenvalues != NumPy's"
 
@@ -98,8 +79,8 @@ def check_eigh(a, w, v, dtype, hermitian_a=None):
 def projector(v, w, lo, hi):
     """The spectral projector onto the eigenvalues in [lo, hi)."""
     mask = ((w >= lo) & (w < hi))[..., None, :]
-    v = _wide(v)
-    return (v * mask) @ _h(v)
+    v = widened(v)
+    return (v * mask) @ conj_t(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +111,7 @@ def test_implementations_agree(rng, dtype, implementation, strategy, n):
     a, q = with_spectrum(rng, (5,), spectrum, dtype)
     w, v = jit_call(eigh, a, implementation=implementation, strategy=strategy)
     check_eigh(a, w, v, dtype)
-    overlap = np.abs(_h(_wide(v)) @ q)
+    overlap = np.abs(conj_t(widened(v)) @ q)
     assert rel_err(overlap, np.broadcast_to(np.eye(n), overlap.shape)) <= rtol_for(dtype, n) * n
     other = "qr" if implementation == "jacobi" else "jacobi"
     w2, _ = jit_call(eigh, a, implementation=jax.lax.linalg.EighImplementation(other),
@@ -167,7 +148,7 @@ def test_repeated_and_clustered_eigenvalues(rng, dtype, implementation, strategy
     # The eigenspace of each cluster is unique even where its basis is not.
     for lo, hi in [(-3, -1), (0.9, 1.1), (2, 4)]:
         inside = (truth >= lo) & (truth < hi)
-        ref = (q * inside) @ _h(q)
+        ref = (q * inside) @ conj_t(q)
         assert rel_err(projector(v, np.asarray(w), lo, hi), ref) <= rtol_for(dtype, 9) * 10
 
 
@@ -290,15 +271,7 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     keys = list(jitted)
     data = [[hermitian(rng, (batch, n, n), dtype) for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[keys[t % len(keys)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
     for t in range(threads):
         for (w, v), a in zip(results[t], data[t]):
             check_eigh(a, w, v, dtype)

@@ -982,40 +982,54 @@ def _lowered_text(fn, *args, platform=None):
 @requires_gpu
 @strategy_param
 def test_gpu_lowering_uses_ffi(rng, strategy):
+    # Under auto, batches of small matrices go to JAX's own lowering (the same cuBLAS batched
+    # API, tested below); with a lane count given, auto keeps to the FFI.
+    kw = dict(strategy=strategy, lanes=2 if strategy == "auto" else None)
     a = random_matrix(rng, (4, 16, 16), np.float32, "general")
     b = random_rhs(rng, (4, 16, 2), np.float32)
     lu, piv = jcm.lu_factor(a)
-    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, strategy=strategy), a)
-    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu(a, strategy=strategy), a)
+    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, **kw), a)
+    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu(a, **kw), a)
     assert "jcm_getrs" in _lowered_text(
-        lambda lu, piv, b: jcm.lu_solve((lu, piv), b, strategy=strategy), lu, piv, b
+        lambda lu, piv, b: jcm.lu_solve((lu, piv), b, **kw), lu, piv, b
     )
-    assert "jcm_getrf" in _lowered_text(lambda a, b: jcm.solve(a, b, strategy=strategy), a, b)
+    assert "jcm_getrf" in _lowered_text(lambda a, b: jcm.solve(a, b, **kw), a, b)
     # "batched" on a rectangular matrix falls back to the looped FFI path, not to JAX's.
     rect = random_matrix(rng, (4, 16, 9), np.float32, "general")
-    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, strategy=strategy), rect)
+    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, **kw), rect)
 
 
 @requires_extension
 @strategy_param
 def test_cuda_lowering_uses_ffi(rng, strategy):
     # Lowered for CUDA on whatever machine this is: every strategy must reach the FFI targets.
+    kw = dict(strategy=strategy, lanes=2 if strategy == "auto" else None)
     a = random_matrix(rng, (4, 16, 16), np.float64, "general")
     b = random_rhs(rng, (4, 16, 2), np.float64)
     lu, piv = jsl.lu_factor(a)
     rect = random_matrix(rng, (4, 16, 9), np.float64, "general")
     cuda = dict(platform="cuda")
-    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, strategy=strategy), a, **cuda)
-    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, strategy=strategy), rect, **cuda)
+    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, **kw), a, **cuda)
+    assert "jcm_getrf" in _lowered_text(lambda a: jcm.lu_factor(a, **kw), rect, **cuda)
     assert "jcm_getrs" in _lowered_text(
-        lambda lu, piv, b: jcm.lu_solve((lu, piv), b, strategy=strategy), lu, piv, b, **cuda
+        lambda lu, piv, b: jcm.lu_solve((lu, piv), b, **kw), lu, piv, b, **cuda
     )
-    text = _lowered_text(lambda a, b: jcm.solve(a, b, strategy=strategy), a, b, **cuda)
+    text = _lowered_text(lambda a, b: jcm.solve(a, b, **kw), a, b, **cuda)
     assert "jcm_getrf" in text and "jcm_getrs" in text
-    text = _lowered_text(lambda a: jcm.det(a, strategy=strategy), a, **cuda)
+    text = _lowered_text(lambda a: jcm.det(a, **kw), a, **cuda)
     assert "jcm_getrf" in text
     # JAX's own cuSOLVER LU is not used next to ours.
     assert "cusolver_getrf" not in text
+
+
+@requires_extension
+def test_auto_defers_to_jax_where_it_calls_the_same_batched_api(rng):
+    a = random_matrix(rng, (4, 16, 16), np.float32, "general")
+    assert jcm.explain("lu_factor", a.shape, a.dtype).strategy == "xla"
+    text = _lowered_text(lambda a: jcm.lu_factor(a), a, platform="cuda")
+    assert "jcm_getrf" not in text and "cusolver_getrf" in text
+    big = jax.ShapeDtypeStruct((4, 1024, 1024), np.float32)
+    assert jcm.explain("lu_factor", big.shape, big.dtype).strategy == "looped"
 
 
 @strategy_param
@@ -1054,7 +1068,7 @@ def test_explain(op, shape, dtype):
         pytest.skip("getrs needs a square LU")
     plan = jcm.explain(op, shape, np.dtype(dtype))
     batch = int(np.prod(shape[:-2]))
-    assert plan.strategy in ("looped", "sequential", "batched")
+    assert plan.strategy in ("looped", "sequential", "batched", "xla")
     assert int(plan.lanes) == plan.lanes and 1 <= plan.lanes <= max(batch, 1)
     assert isinstance(plan.reason, str) and plan.reason.strip()
     assert plan.strategy in str(plan), str(plan)

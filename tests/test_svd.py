@@ -10,8 +10,6 @@ requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatche
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -26,15 +24,18 @@ from conftest import (
     ALL_STRATEGIES,
     DTYPES,
     FULL_GRID,
-    is_complex,
+    conj_t,
+    jit_call,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
+    widened,
 )
 
 ids = param_id
@@ -50,25 +51,6 @@ SVD_SHAPES = [
     (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 7, 5), (3, 6, 11),
     (2, 40, 33), (4, 0),
 ]
-
-
-@functools.lru_cache(maxsize=None)
-def _jitted(fn, static):
-    return jax.jit(functools.partial(fn, **dict(static)))
-
-
-def jit_call(fn, *args, **static):
-    """fn(*args, **static) through one cached jit per (fn, static): one compile per shape."""
-    return _jitted(fn, tuple(sorted(static.items())))(*args)
-
-
-def _h(x):
-    return np.conj(np.swapaxes(x, -1, -2))
-
-
-def _wide(x):
-    x = np.asarray(x)
-    return x.astype(wide_dtype(x.dtype))
 
 
 def _tol(dtype, a):
@@ -88,7 +70,7 @@ def check_values(a, s, dtype):
     assert np.all(np.isfinite(s)), "finite input gave non-finite singular values"
     assert np.all(s >= 0) and np.all(np.diff(s, axis=-1) <= 0), "not descending / negative"
     if a.size:
-        s_ref = np.linalg.svd(_wide(a), compute_uv=False)
+        s_ref = np.linalg.svd(widened(a), compute_uv=False)
         scale = np.max(s_ref, axis=-1, keepdims=True)
         assert np.max(np.abs(s - s_ref) / np.where(scale > 0, scale, 1)) <= _tol(dtype, a)
 
@@ -101,12 +83,12 @@ def check_svd(a, u, s, vh, full_matrices, dtype):
     assert u.shape == tuple(batch) + (m, ku) and vh.shape == tuple(batch) + (kv, n)
     assert u.dtype == vh.dtype == np.dtype(dtype)
     check_values(a, s, dtype)
-    u, vh = _wide(u), _wide(vh)
+    u, vh = widened(u), widened(vh)
     tol = _tol(dtype, a)
-    assert rel_err(_h(u) @ u, _eye_batch(batch, ku)) <= tol, "U^H U != I"
-    assert rel_err(vh @ _h(vh), _eye_batch(batch, kv)) <= tol, "V^H V != I"
+    assert rel_err(conj_t(u) @ u, _eye_batch(batch, ku)) <= tol, "U^H U != I"
+    assert rel_err(vh @ conj_t(vh), _eye_batch(batch, kv)) <= tol, "V^H V != I"
     recon = (u[..., :, :k] * np.asarray(s)[..., None, :]) @ vh[..., :k, :]
-    assert rel_err(recon, _wide(a)) <= tol, "U S V^H != A"
+    assert rel_err(recon, widened(a)) <= tol, "U S V^H != A"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,10 +176,10 @@ def test_subspaces_match_numpy(rng, dtype, shape):
     # Distinct singular values: each singular vector's projector u u^H is unique.
     a = random_matrix(rng, shape, dtype, "general")
     u, s, vh = svd(a, full_matrices=False)
-    u_np, s_np, vh_np = np.linalg.svd(_wide(a), full_matrices=False)
+    u_np, s_np, vh_np = np.linalg.svd(widened(a), full_matrices=False)
     tol = 1e-9
     assert rel_err(s, s_np, 1) <= tol
-    for ours, theirs in ((_wide(u), u_np), (_h(_wide(vh)), _h(vh_np))):
+    for ours, theirs in ((widened(u), u_np), (conj_t(widened(vh)), conj_t(vh_np))):
         # (..., rows, k) -> per-column projectors (..., k, rows, rows)
         p_ours = np.einsum("...ik,...jk->...kij", ours, np.conj(ours))
         p_theirs = np.einsum("...ik,...jk->...kij", theirs, np.conj(theirs))
@@ -206,7 +188,7 @@ def test_subspaces_match_numpy(rng, dtype, shape):
 
 def test_hermitian_is_jnp_s(rng):
     b = random_matrix(rng, (3, 6, 6), np.complex128, "general")
-    a = b + _h(b)
+    a = b + conj_t(b)
     got = svd(a, hermitian=True)
     ref = jnp.linalg.svd(a, hermitian=True)
     for g, e in zip(got, ref):
@@ -288,7 +270,7 @@ def well_separated(rng, shape, dtype):
     u, _ = np.linalg.qr(random_rhs(rng, tuple(batch) + (m, m), wide_dtype(dtype)))
     v, _ = np.linalg.qr(random_rhs(rng, tuple(batch) + (n, n), wide_dtype(dtype)))
     s = 1.5 * np.arange(k, 0, -1, dtype=np.float64)
-    return ((u[..., :, :k] * s) @ _h(v[..., :, :k])).astype(dtype)
+    return ((u[..., :, :k] * s) @ conj_t(v[..., :, :k])).astype(dtype)
 
 
 def _gauge_invariant(svd_fn):
@@ -371,17 +353,17 @@ def test_pinv(rng, dtype, shape, strategy):
     ref = jnp.linalg.pinv(a)
     assert p.shape == ref.shape and p.dtype == ref.dtype
     tol = rtol_for(dtype, max(shape[-2:]), 100)
-    assert rel_err(p, np.linalg.pinv(_wide(a))) <= tol
+    assert rel_err(p, np.linalg.pinv(widened(a))) <= tol
     assert rel_err(p, ref) <= tol
     if a.size:  # Penrose: A P A = A
-        assert rel_err(_wide(a) @ _wide(p) @ _wide(a), _wide(a)) <= tol
+        assert rel_err(widened(a) @ widened(p) @ widened(a), widened(a)) <= tol
 
 
 def test_pinv_cuts_small_singular_values(rng):
     a = random_matrix(rng, (2, 8, 8), np.float64, "singular")  # one zero singular value
     for kw in ({}, dict(rtol=1e-3), dict(rcond=np.array([1e-3, 0.5])), dict(hermitian=False)):
         assert rel_err(pinv(a, **kw), jnp.linalg.pinv(a, **kw)) <= 1e-9, kw
-    b = a @ _h(a)
+    b = a @ conj_t(a)
     assert rel_err(pinv(b, hermitian=True), jnp.linalg.pinv(b, hermitian=True)) <= 1e-9
     with pytest.raises(ValueError, match="rtol"):
         pinv(a, rtol=1e-3, rcond=1e-3)
@@ -408,7 +390,7 @@ def test_matrix_rank(rng, dtype, strategy):
     assert np.all(np.asarray(got) == expected)
     assert np.all(np.asarray(jnp.linalg.matrix_rank(a)) == expected)
     # As jnp, a given rtol is compared with the singular values as they are (not scaled).
-    s = np.linalg.svd(_wide(a), compute_uv=False)
+    s = np.linalg.svd(widened(a), compute_uv=False)
     for kw in (dict(rtol=np.median(s)), dict(tol=np.array([1.0, 2.0, 0.5, 3.0]))):
         threshold = next(iter(kw.values()))
         expected = np.sum(s > np.asarray(threshold)[..., None], axis=-1)
@@ -432,7 +414,7 @@ def test_lstsq(rng, dtype, case):
     ref = jnp.linalg.lstsq(a, b)
     for g, e in zip((x, resid, rank, s), ref):
         assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
-    x_np, _, rank_np, s_np = np.linalg.lstsq(_wide(a), _wide(b), rcond=None)
+    x_np, _, rank_np, s_np = np.linalg.lstsq(widened(a), widened(b), rcond=None)
     tol = rtol_for(dtype, max(a_shape), 100)
     assert rel_err(x, x_np, 1) <= tol and int(rank) == rank_np
     assert rel_err(s, s_np, 1) <= tol
@@ -470,7 +452,7 @@ def test_cond(rng, dtype, p):
     x = random_matrix(rng, (3, 5, 5), dtype, "ill_conditioned")
     got, ref = cond(x, p), jnp.linalg.cond(x, p)
     assert got.shape == ref.shape and got.dtype == ref.dtype
-    assert rel_err(got, np.linalg.cond(_wide(x), p), 0) <= 0.05  # forward error ~ cond * eps
+    assert rel_err(got, np.linalg.cond(widened(x), p), 0) <= 0.05  # forward error ~ cond * eps
     singular = np.zeros((2, 4, 4), dtype)
     singular[1] = np.eye(4)
     got, ref = np.asarray(cond(singular, p)), np.asarray(jnp.linalg.cond(singular, p))
@@ -478,7 +460,7 @@ def test_cond(rng, dtype, p):
                                                                             np.isinf(ref))
     if p in (2, None):  # rectangular works for the SVD norms
         r = random_matrix(rng, (6, 4), dtype, "general")
-        assert rel_err(cond(r, p), np.linalg.cond(_wide(r), p), 0) <= rtol_for(dtype, 6, 100)
+        assert rel_err(cond(r, p), np.linalg.cond(widened(r), p), 0) <= rtol_for(dtype, 6, 100)
 
 
 def test_derived_ops_take_strategy_and_agree(rng):
@@ -566,15 +548,7 @@ def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
     keys = sorted(jitted)
     data = [[random_matrix(rng, (batch, m, n), dtype, "general") for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        fn = jitted[keys[t % len(keys)]]
-        start.wait()
-        return [fn(a) for a in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
 
     for t in range(threads):
         for (u, s, vh), a in zip(results[t], data[t]):

@@ -192,9 +192,11 @@ def test_lanes_given_with_auto_restrict_the_candidates():
     table = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0, "looped:4": 6.0,
                                    "batched:4": 7.0})])
     with tables.using(table):
-        assert jcm.explain("lu_factor", (64, 512, 512), "float32", lanes=4).lanes == 4
+        plan = jcm.explain("lu_factor", (64, 512, 512), "float32", lanes=4)
+        assert (plan.strategy, plan.lanes) == ("looped", 4)
+        assert "xla" not in dict(plan.times_ms)  # lanes given: our FFI path, never JAX's
         plan = jcm.explain("lu_factor", (64, 512, 512), "float32", lanes=2)
-    assert plan.strategy == "xla"  # nothing measured on 2 lanes: xla and sequential remain
+    assert plan.source == "heuristic" and plan.lanes == 2  # nothing measured on 2 lanes
 
 
 def test_no_batched_candidate_where_no_batched_api_fits():
@@ -447,8 +449,8 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
 def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
     calls = []
     real = tune_module._median_ms
-    monkeypatch.setattr(tune_module, "_median_ms",
-                        lambda fn, inputs, *a: calls.append(inputs[0].shape) or real(fn, inputs, *a))
+    monkeypatch.setattr(tune_module, "_median_ms", lambda fn, inputs, *a: (
+        calls.append(inputs[0].shape) or real(fn, inputs, *a)))
     kwargs = dict(ops=["cholesky"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
                   repeats=1, warmup=0, path=tmp_path / "t.json", progress=False, _allow_cpu=True)
     jcm.tune(**kwargs)
@@ -511,7 +513,8 @@ def _cell(op, batch, n, jax_ms, auto_ms, picks="batched", torch_ms=None, dtype="
 
 def test_report_summary():
     report = importlib.import_module("benchmarks.report")
-    cells = [_cell("lu_factor", 1, 64, 1.0, 1.0, "xla"), _cell("lu_factor", 16, 64, 1.0, 1.1, "xla"),
+    cells = [_cell("lu_factor", 1, 64, 1.0, 1.0, "xla"),
+             _cell("lu_factor", 16, 64, 1.0, 1.1, "xla"),
              _cell("lu_factor", 16, 2048, 700.0, 7.0, "looped", torch_ms=70.0),
              _cell("qr", 16, 64, 4.0, 1.0, "looped"), _cell("qr", 16, 128, 1.0, 1.25, "looped"),
              {"op": "qr", "dtype": "float32", "batch": 256, "n": 2048, "impls": {},
