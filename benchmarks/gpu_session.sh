@@ -78,7 +78,7 @@ run_bench() {
   local module=benchmarks.bench out=(--out "$OUT")
   # A plan line "matmul: ARGS" runs the matmul benchmark instead, "report: ARGS" the report
   # (benchmarks/report.py), "tune: ARGS" jax_cusolver_ms.tune (its --out, a file, is given on the
-  # line and copied to $OUT afterwards).
+  # line: $OUT/<name>.json, with --resume-from the copy in the tree).
   case "${1:-}" in
     matmul:) module=benchmarks.bench_matmul; shift ;;
     report:) module=benchmarks.report; shift ;;
@@ -88,12 +88,6 @@ run_bench() {
   python3 -m "$module" "${out[@]}" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
   local rc=${PIPESTATUS[0]}
   (( rc != 0 )) && bench_rc=$rc
-  if [[ "$module" == jax_cusolver_ms.tune ]]; then
-    local args=("$@") i
-    for ((i = 0; i + 1 < ${#args[@]}; i++)); do
-      [[ "${args[i]}" == --out && -f "${args[i+1]}" ]] && cp "${args[i+1]}" "$OUT/"
-    done
-  fi
 }
 if [[ -n "${BENCH_PLAN:-}" ]]; then
   while read -r line; do

@@ -7,6 +7,7 @@ Run from the repository root:
     python -m benchmarks.report --cpu-smoke    # no GPU: a check of the report itself (< 1 min)
     python -m benchmarks.report --ops lu_factor,qr --dtypes float32 --sizes 256,1024
     python -m benchmarks.report --tag h100 --resume   # go on with an interrupted run
+    python -m benchmarks.report --tag h100 --resume benchmarks/results/h100_<gpu>.json
 
 Each cell is timed by benchmarks.bench.run_cell (JAX's function, jax_cusolver_ms under `auto`
 and each --strategies entry, PyTorch where importable, every answer checked). Cells whose inputs
@@ -310,12 +311,13 @@ def parse_args(argv=None):
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
-    p.add_argument("--resume", action="store_true",
-                   help="with --tag: keep the cells an earlier run of that tag on this GPU "
-                        "finished (errors are re-run); a long grid can run in several sessions")
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="JSON",
+                   help="keep the cells an earlier run finished (errors are re-run): the JSON "
+                        "given, or without one the output file of --tag; a long grid can run "
+                        "in several sessions")
     args = p.parse_args(argv)
-    if args.resume and not args.tag:
-        p.error("--resume needs --tag (the run to go on with)")
+    if args.resume is True and not args.tag:
+        p.error("--resume without a file needs --tag (the run to go on with)")
     preset = SMOKE if args.cpu_smoke else QUICK if args.quick else {}
     args.ops = args.ops or list(preset.get("ops", bench.OPS))
     args.dtypes = args.dtypes or list(preset.get("dtypes", bench.DTYPES))
@@ -384,10 +386,16 @@ def main(argv=None) -> int:
         return summary
 
     done = []
-    if args.resume and os.path.exists(json_path):
-        with open(json_path) as f:
-            done = json.load(f)["cells"]
-        print(f"# resuming {json_path}: {len(done)} cells done before", flush=True)
+    resume_path = json_path if args.resume is True else args.resume
+    if resume_path and os.path.exists(resume_path):
+        with open(resume_path) as f:
+            earlier = json.load(f)
+        if earlier["environment"].get("gpu") != env["gpu"]:
+            print(f"# not resuming {resume_path}: measured on {earlier['environment'].get('gpu')}",
+                  flush=True)
+        else:
+            done = earlier["cells"]
+            print(f"# resuming {resume_path}: {len(done)} cells done before", flush=True)
     cells = run_grid(args, bench_args, torch, write, done)
     figures = plot(cells, args.out, stem, plt) if plt is not None else {}
     summary = write(cells, len(cells), figures)

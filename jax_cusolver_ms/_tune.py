@@ -167,7 +167,7 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
          sizes: Sequence[int] | None = None, batches: Sequence[int] | None = None,
          budget_s: float = 1800.0, lanes: Sequence[int] = LANES, path=None,
          repeats: int = REPEATS, warmup: int = WARMUP, remeasure: bool = False,
-         progress: bool = True, _allow_cpu: bool = False) -> TuneResult:
+         resume_from=None, progress: bool = True, _allow_cpu: bool = False) -> TuneResult:
     """Measures every candidate strategy on this GPU and writes the table `auto` reads.
 
     ops: names from WORKLOADS (default all); dtypes: "float32" / "float64"; sizes: matrix
@@ -176,7 +176,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     lane counts to try; path: the file to write (default tables.cache_path(gpu), where `auto`
     looks). The file is rewritten (atomically) after every cell and merged with what it held
     for the same key; cells it already holds are not measured again unless `remeasure`, so an
-    interrupted run goes on where it stopped. A candidate whose single call took more than
+    interrupted run goes on where it stopped (`resume_from`: another file of the same key to go
+    on from, written to `path`). A candidate whose single call took more than
     MAX_CALL_S at a cell is not measured at larger cells of the same op and dtype. Returns the
     table, the path and the cells (or candidates) skipped with the reason.
 
@@ -205,7 +206,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
 
     key = _tables.current_key(gpu)
     path = Path(path) if path is not None else _tables.cache_path(gpu)
-    table = _tables.read_tuned(path, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
+    earlier = Path(resume_from) if resume_from is not None else path
+    table = _tables.read_tuned(earlier, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
     measured_before = {(k, p.batch, p.n) for k, points in table.entries.items() for p in points}
     # Small matrices first: a budget that runs out leaves the large cells, of every op.
     grid = [(n, b, op, d) for n in sizes for b in batches for op in ops for d in dtypes]
@@ -236,7 +238,7 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     finally:
         if bar:
             bar.close()
-    if not path.exists():
+    if not path.exists() or earlier != path:
         _tables.write_atomic(path, table.to_json())
     _tables.reload()
     return TuneResult(table, path, skipped, time.perf_counter() - started)
@@ -300,6 +302,8 @@ def main(argv=None) -> int:
     p.add_argument("--budget-s", type=float, default=1800.0,
                    help="wall-clock budget in seconds (default 1800); cells left are listed")
     p.add_argument("--repeats", type=int, default=REPEATS)
+    p.add_argument("--resume-from", default=None,
+                   help="an earlier file of this GPU and versions to go on from (default: --out)")
     p.add_argument("--remeasure", action="store_true",
                    help="measure again the cells the file already holds (default: go on "
                         "where an earlier run of the same file stopped)")
@@ -313,7 +317,8 @@ def main(argv=None) -> int:
     try:
         result = tune(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, batches=args.batches,
                       budget_s=args.budget_s, lanes=args.lanes, path=args.out,
-                      repeats=args.repeats, remeasure=args.remeasure)
+                      repeats=args.repeats, remeasure=args.remeasure,
+                      resume_from=args.resume_from)
     except (RuntimeError, ValueError) as exc:
         print(f"tune: {exc}", file=sys.stderr)
         return 2

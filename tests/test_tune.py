@@ -462,6 +462,13 @@ def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
     assert len(calls) == 2 * first
     jcm.tune(**{**kwargs, "sizes": [8, 12]})
     assert len(calls) == 3 * first  # only the new cell
+    # From a copy elsewhere (a file carried into a fresh session) to a new output file.
+    moved = jcm.tune(**{**kwargs, "sizes": [8, 12], "path": tmp_path / "out" / "t.json",
+                        "resume_from": tmp_path / "t.json"})
+    assert len(calls) == 3 * first
+    assert json.loads((tmp_path / "out" / "t.json").read_text())["entries"] == \
+        json.loads((tmp_path / "t.json").read_text())["entries"]
+    assert moved.path == tmp_path / "out" / "t.json"
 
 
 def test_tune_leaves_out_a_candidate_beyond_a_too_slow_call(tmp_path, monkeypatch):
