@@ -75,17 +75,18 @@ fi
 # left out here and printed once at the end.
 bench_rc=0
 run_bench() {
-  local module=benchmarks.bench out=(--out "$OUT")
+  local module=benchmarks.bench out=(--out "$OUT") python=(python3)
   # A plan line "matmul: ARGS" runs the matmul benchmark instead, "report: ARGS" the report
   # (benchmarks/report.py), "tune: ARGS" jax_cusolver_ms.tune (its --out, a file, is given on the
   # line: $OUT/<name>.json, with --resume-from the copy in the tree).
   case "${1:-}" in
     matmul:) module=benchmarks.bench_matmul; shift ;;
     report:) module=benchmarks.report; shift ;;
-    tune:) module=jax_cusolver_ms.tune; out=(); shift ;;
+    # -P: the installed package (with its extension), not the source folder here.
+    tune:) module=jax_cusolver_ms.tune; out=(); python=(python3 -P); shift ;;
   esac
   step "$module: ${*:-full grid} (log: /tmp/bench.log)"
-  python3 -m "$module" "${out[@]}" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
+  "${python[@]}" -m "$module" "${out[@]}" "$@" 2>&1 | tee -a /tmp/bench.log | sed '/^### /,$d'
   local rc=${PIPESTATUS[0]}
   (( rc != 0 )) && bench_rc=$rc
 }
