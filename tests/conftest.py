@@ -249,3 +249,10 @@ def run_in_threads(fns, inputs):
 
     with ThreadPoolExecutor(len(fns)) as pool:
         return list(pool.map(worker, range(len(fns))))
+
+
+def lowered_text(fn, shape, dtype, platform):
+    """The StableHLO text of jit(fn) on one operand of `shape` and `dtype`, lowered for
+    `platform` ("cuda" works on any machine: lowering needs no GPU)."""
+    arg = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()

@@ -24,6 +24,7 @@ from conftest import (
     conj_t,
     is_complex,
     jit_call,
+    lowered_text,
     param_id,
     random_matrix,
     random_rhs,
@@ -297,11 +298,6 @@ def test_threads_gpu(rng):
 # ---------------------------------------------------------------------------------------------
 
 
-def _lowered_text(fn, shape, dtype, platform):
-    arg = jax.ShapeDtypeStruct(shape, dtype)
-    return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()
-
-
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
 def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
@@ -313,16 +309,16 @@ def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
         "grad eigvals": (jax.grad(lambda a: jnp.sum(jnp.abs(eigvals(a, strategy=strategy)))), 1),
     }
     for name, (fn, right) in calls.items():
-        text = _lowered_text(fn, (4, 9, 9), dtype, "cuda")
+        text = lowered_text(fn, (4, 9, 9), dtype, "cuda")
         assert "jcm_geev" in text and f"compute_right_eigenvectors = {right}" in text, name
         assert "cusolver_geev" not in text, name
     # Left eigenvectors: JAX's own implementation (cuSOLVER has none).
-    text = _lowered_text(lambda a: lax_eig(a, strategy=strategy), (4, 9, 9), dtype, "cuda")
+    text = lowered_text(lambda a: lax_eig(a, strategy=strategy), (4, 9, 9), dtype, "cuda")
     assert "jcm_geev" not in text
 
 
 def test_cpu_lowering_has_no_ffi_call():
-    text = _lowered_text(lambda a: eig(a, strategy="looped"), (3, 5, 5), np.float64, "cpu")
+    text = lowered_text(lambda a: eig(a, strategy="looped"), (3, 5, 5), np.float64, "cpu")
     assert "jcm_geev" not in text and "geev" in text
 
 

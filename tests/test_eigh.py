@@ -23,6 +23,7 @@ from conftest import (
     DTYPES,
     conj_t,
     jit_call,
+    lowered_text,
     param_id,
     random_matrix,
     random_rhs,
@@ -292,11 +293,6 @@ def test_threads_gpu(rng):
 # ---------------------------------------------------------------------------------------------
 
 
-def _lowered_text(fn, shape, dtype, platform):
-    arg = jax.ShapeDtypeStruct(shape, dtype)
-    return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()
-
-
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
 def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
@@ -307,15 +303,15 @@ def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
              "grad": jax.grad(lambda a: jnp.sum(eigvalsh(a, strategy=strategy) ** 3))}
     for name, fn in calls.items():
         for n, jacobi in ((16, 1), (40, 0)):
-            text = _lowered_text(fn, (4, n, n), dtype, "cuda")
+            text = lowered_text(fn, (4, n, n), dtype, "cuda")
             assert "jcm_syevd" in text and f"jacobi = {jacobi}" in text, (name, n)
             assert "cusolver_syevd" not in text, name
-    text = _lowered_text(lambda a: eigh(a, implementation="jacobi"), (4, 40, 40), dtype, "cuda")
+    text = lowered_text(lambda a: eigh(a, implementation="jacobi"), (4, 40, 40), dtype, "cuda")
     assert "jacobi = 1" in text
 
 
 def test_cpu_lowering_has_no_ffi_call():
-    text = _lowered_text(lambda a: eigh(a, strategy="looped"), (3, 5, 5), np.float64, "cpu")
+    text = lowered_text(lambda a: eigh(a, strategy="looped"), (3, 5, 5), np.float64, "cpu")
     assert "jcm_syevd" not in text and "syevd" in text
 
 
