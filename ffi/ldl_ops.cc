@@ -78,9 +78,9 @@ struct sytrf_traits {
 template <typename T>
 struct sytrs_traits {
   static constexpr const char* kName = "sytrs";
-  // Xsytrs reads the pivots outside the handle's stream: on the H100 (cuSOLVER 12.0.4) it read
-  // them before XLA's stream had written them (garbage pivots, illegal addresses) unless every
-  // launch was synchronous (CUDA_LAUNCH_BLOCKING=1 passed). See benchmarks/diag/.
+  // Xsytrs appears to read its inputs outside the handle's stream: on the H100 (cuSOLVER
+  // 12.0.4) it faulted (illegal addresses, as with garbage pivots) unless every launch was
+  // synchronous (CUDA_LAUNCH_BLOCKING=1 passed). See benchmarks/diag/ and results/probes/.
   static constexpr bool kInputsOnHostSync = true;
   int64_t items, n, nrhs;
   cublasFillMode_t uplo;
