@@ -15,24 +15,6 @@ namespace jcm {
 
 namespace {
 
-cublasFillMode_t fill_mode(int32_t lower) {
-  return lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
-}
-
-template <typename T>
-ffi::Error fill_pointers(cudaStream_t stream, T** ptrs, T* base, int64_t stride, int64_t count) {
-  JCM_CUDA(fill_pointer_array(stream, reinterpret_cast<void**>(ptrs), base, stride * sizeof(T),
-                              count));
-  return ffi::Error::Success();
-}
-
-template <typename T>
-std::string letter_key(std::initializer_list<int64_t> dims) {
-  std::string key(1, solver_api<T>::kLetter);
-  for (int64_t d : dims) key += ":" + std::to_string(d);
-  return key;
-}
-
 // --- Cholesky -------------------------------------------------------------------------------
 
 template <typename T>
@@ -51,7 +33,7 @@ struct potrf_traits {
     if (n == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({n, uplo}); }
+  std::string workspace_key() const { return shape_key<T>({n, uplo}); }
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     int lwork = 0;
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrf_bufferSize"),
@@ -142,7 +124,7 @@ struct geqrf_traits {
     JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({m, n}); }
+  std::string workspace_key() const { return shape_key<T>({m, n}); }
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     int lwork = 0;
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "geqrf_bufferSize"),
@@ -195,7 +177,7 @@ struct orgqr_traits {
     if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({m, n, k}); }
+  std::string workspace_key() const { return shape_key<T>({m, n, k}); }
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     int lwork = 0;
     JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrgqr) + "_bufferSize",
@@ -237,7 +219,7 @@ struct ormqr_traits {
     if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({m, n, k, side, trans}); }
+  std::string workspace_key() const { return shape_key<T>({m, n, k, side, trans}); }
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     int lwork = 0;
     JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kOrmqr) + "_bufferSize",
@@ -268,13 +250,11 @@ ffi::Error potrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t lower, int32_t strategy,
                          int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "potrf", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "potrf"));
   if (mb.rows != mb.cols) return invalid_argument("potrf: a must be square");
   JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(a.dimensions(), 0, {}), "potrf",
                                  "factor"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "potrf",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "potrf"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "potrf"));
   return dispatch_solver_dtype(a.element_type(), "potrf", [&](auto tag) {
     using T = typename decltype(tag)::type;
     potrf_traits<T> op{mb.batch,         mb.rows, fill_mode(lower),
@@ -290,7 +270,6 @@ ffi::Error potrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mc, split_matrix_batch(c.dimensions(), "potrs", "c"));
   JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "potrs", "b"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "potrs"));
   if (mc.rows != mc.cols) return invalid_argument("potrs: the factor must be square");
   if (b.element_type() != c.element_type()) {
     return invalid_argument("potrs: the factor and b must have the same dtype");
@@ -300,9 +279,8 @@ ffi::Error potrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   }
   JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), "potrs",
                                  "x"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(c.dimensions(), 2, {}), "potrs",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), c.dimensions(), "potrs"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "potrs"));
   return dispatch_solver_dtype(c.element_type(), "potrs", [&](auto tag) {
     using T = typename decltype(tag)::type;
     potrs_traits<T> op{mc.batch,
@@ -323,7 +301,6 @@ ffi::Error geqrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::AnyBuffer> tau, ffi::Result<ffi::Buffer<ffi::S32>> info,
                          int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "geqrf", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "geqrf"));
   if (tau->element_type() != a.element_type()) {
     return invalid_argument("geqrf: tau must have the dtype of a");
   }
@@ -332,9 +309,8 @@ ffi::Error geqrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   JCM_RETURN_IF_ERROR(check_dims(tau->dimensions(),
                                  batch_shape(a.dimensions(), 2, {std::min(mb.rows, mb.cols)}),
                                  "geqrf", "tau"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "geqrf",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "geqrf"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "geqrf"));
   return dispatch_solver_dtype(a.element_type(), "geqrf", [&](auto tag) {
     using T = typename decltype(tag)::type;
     geqrf_traits<T> op{mb.batch,
@@ -354,7 +330,6 @@ ffi::Error orgqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t strategy,
                          int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "orgqr", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "orgqr"));
   auto tau_dims = tau.dimensions();
   int64_t k = tau_dims.size() ? tau_dims[tau_dims.size() - 1] : 0;
   if (tau.element_type() != a.element_type()) {
@@ -366,9 +341,8 @@ ffi::Error orgqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   JCM_RETURN_IF_ERROR(check_dims(tau_dims, batch_shape(a.dimensions(), 2, {k}), "orgqr", "taus"));
   JCM_RETURN_IF_ERROR(check_dims(q->dimensions(), batch_shape(a.dimensions(), 0, {}), "orgqr",
                                  "q"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "orgqr",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "orgqr"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "orgqr"));
   return dispatch_solver_dtype(a.element_type(), "orgqr", [&](auto tag) {
     using T = typename decltype(tag)::type;
     orgqr_traits<T> op{mb.batch,
@@ -390,7 +364,6 @@ ffi::Error ormqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          int32_t left, int32_t transpose, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch ma, split_matrix_batch(a.dimensions(), "ormqr", "a"));
   JCM_ASSIGN_OR_RETURN(MatrixBatch mc, split_matrix_batch(c.dimensions(), "ormqr", "c"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "ormqr"));
   auto tau_dims = tau.dimensions();
   int64_t k = tau_dims.size() ? tau_dims[tau_dims.size() - 1] : 0;
   if (tau.element_type() != a.element_type() || c.element_type() != a.element_type()) {
@@ -404,9 +377,8 @@ ffi::Error ormqr_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   JCM_RETURN_IF_ERROR(check_dims(tau_dims, batch_shape(a.dimensions(), 2, {k}), "ormqr", "taus"));
   JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(c.dimensions(), 0, {}), "ormqr",
                                  "out"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(c.dimensions(), 2, {}), "ormqr",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), c.dimensions(), "ormqr"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "ormqr"));
   return dispatch_solver_dtype(a.element_type(), "ormqr", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr bool is_complex = std::is_same_v<T, cuComplex> || std::is_same_v<T, cuDoubleComplex>;

@@ -16,7 +16,8 @@
 //   static constexpr bool kInputsOnHostSync = true;
 //     the routine reads its inputs outside its stream (e.g. a blocking copy on the legacy default
 //     stream, which XLA's and the lanes' non-blocking streams do not order with): each lane waits
-//     on the host until its stream has the inputs before its first call.
+//     on the host until its stream has the inputs before its first per-item call (the native
+//     batched APIs are left to run asynchronously).
 #pragma once
 
 #include <algorithm>
@@ -185,13 +186,13 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   auto run_unit = [&](const LaneContext& ctx, int lane_index,
                       std::atomic<int64_t>& next) -> ffi::Error {
     void* slot = work ? work + slot_bytes * lane_index : nullptr;
-    if constexpr (inputs_need_host_sync<Op>::value) {
-      JCM_CUDA(cudaStreamSynchronize(ctx.stream));
-    }
     if (batched) {
       int64_t begin = lane_index * chunk, end = std::min(batch, begin + chunk);
       if (begin >= end) return ffi::Error::Success();
       return op.run_batched(ctx, begin, end, slot);
+    }
+    if constexpr (inputs_need_host_sync<Op>::value) {
+      JCM_CUDA(cudaStreamSynchronize(ctx.stream));
     }
     if (ws.host_bytes) ctx.lane->host_workspace(ws.host_bytes);
     // Dynamic assignment: routines that block the host finish at different times.

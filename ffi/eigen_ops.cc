@@ -18,13 +18,6 @@ namespace {
 
 constexpr int64_t kSyevjBatchedMaxN = 32;  // cuSOLVER's limit for syevjBatched
 
-template <typename T>
-std::string letter_key(std::initializer_list<int64_t> dims) {
-  std::string key(1, solver_api<T>::kLetter);
-  for (int64_t d : dims) key += ":" + std::to_string(d);
-  return key;
-}
-
 // The Jacobi solvers read their controls from a syevjInfo_t and write results (residual, sweeps)
 // back into it, so two concurrent calls must not share one. Each lane is one persistent thread
 // and the inline path runs on XLA's calling thread: one object per thread is one per concurrent
@@ -75,7 +68,7 @@ struct syevd_traits {
     if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({n, uplo, jacobi}); }
+  std::string workspace_key() const { return shape_key<T>({n, uplo, jacobi}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     if (jacobi) {
@@ -199,7 +192,7 @@ struct geev_traits {
     if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
-  std::string workspace_key() const { return letter_key<T>({n, right}); }
+  std::string workspace_key() const { return shape_key<T>({n, right}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     Workspace ws;
@@ -245,7 +238,6 @@ ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::AnyBuffer> w, ffi::Result<ffi::Buffer<ffi::S32>> info,
                          int32_t lower, int32_t jacobi, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, square_batch(a, "syevd"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "syevd"));
   if (v->element_type() != a.element_type()) {
     return invalid_argument("syevd: the eigenvectors must have the dtype of a");
   }
@@ -253,9 +245,8 @@ ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                                  "eigenvectors"));
   JCM_RETURN_IF_ERROR(check_dims(w->dimensions(), batch_shape(a.dimensions(), 2, {mb.rows}),
                                  "syevd", "eigenvalues"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "syevd",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "syevd"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "syevd"));
   return dispatch_solver_dtype(a.element_type(), "syevd", [&](auto tag) -> ffi::Error {
     using T = typename decltype(tag)::type;
     if (w->element_type() != (sizeof(real_t<T>) == 4 ? ffi::DataType::F32 : ffi::DataType::F64)) {
@@ -263,7 +254,7 @@ ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
     }
     syevd_traits<T> op{mb.batch,
                        mb.rows,
-                       lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER,
+                       fill_mode(lower),
                        jacobi != 0,
                        a.untyped_data(),
                        static_cast<T*>(v->untyped_data()),
@@ -280,7 +271,6 @@ ffi::Error geev_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int3
                         ffi::Result<ffi::Buffer<ffi::S32>> info,
                         int32_t compute_right_eigenvectors, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, square_batch(a, "geev"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "geev"));
   const bool right = compute_right_eigenvectors != 0;
   if (a_out->element_type() != a.element_type() || vr->element_type() != a.element_type()) {
     return invalid_argument("geev: the overwritten copy of a and vr must have the dtype of a");
@@ -293,9 +283,8 @@ ffi::Error geev_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int3
   const int64_t vr_n = right ? mb.rows : 0;
   JCM_RETURN_IF_ERROR(check_dims(vr->dimensions(),
                                  batch_shape(a.dimensions(), 2, {vr_n, vr_n}), "geev", "vr"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "geev",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "geev"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "geev"));
   return dispatch_solver_dtype(a.element_type(), "geev", [&](auto tag) -> ffi::Error {
     using T = typename decltype(tag)::type;
     const ffi::DataType complex_dtype =

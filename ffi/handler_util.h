@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_kernels.h"
 #include "driver.h"
 #include "status.h"
 
@@ -34,6 +35,13 @@ inline ffi::ErrorOr<Strategy> parse_strategy(int32_t strategy, int32_t lanes, co
   return static_cast<Strategy>(strategy);
 }
 
+// The call's configuration from its attributes: XLA's stream and device, a checked strategy.
+inline ffi::ErrorOr<CallConfig> call_config(cudaStream_t stream, int32_t device,
+                                            int32_t strategy, int32_t lanes, const char* op) {
+  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, op));
+  return CallConfig{stream, device, s, lanes};
+}
+
 // The leading dims of `dims` without its last `drop`, followed by `tail`.
 inline std::vector<int64_t> batch_shape(ffi::AnyBuffer::Dimensions dims, size_t drop,
                                         std::initializer_list<int64_t> tail) {
@@ -49,6 +57,20 @@ inline ffi::Error check_dims(ffi::AnyBuffer::Dimensions dims, const std::vector<
   }
   return invalid_argument(std::string(op) + ": " + operand +
                                      " has a shape inconsistent with the other operands");
+}
+
+// `info` holds one int per matrix of the (batch..., rows, cols) operand `matrices`.
+inline ffi::Error check_info(ffi::AnyBuffer::Dimensions info, ffi::AnyBuffer::Dimensions matrices,
+                             const char* op) {
+  return check_dims(info, batch_shape(matrices, 2, {}), op, "info");
+}
+
+// ptrs[i] = base + i * stride (in elements), for i < count: the pointer arrays batched APIs take.
+template <typename T>
+ffi::Error fill_pointers(cudaStream_t stream, T** ptrs, T* base, int64_t stride, int64_t count) {
+  JCM_CUDA(fill_pointer_array(stream, reinterpret_cast<void**>(ptrs), base, stride * sizeof(T),
+                              count));
+  return ffi::Error::Success();
 }
 
 // Copies an operand into the result it is solved in place in, unless XLA aliased the two.

@@ -17,17 +17,6 @@ namespace jcm {
 
 namespace {
 
-cublasFillMode_t ldl_fill_mode(int32_t lower) {
-  return lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
-}
-
-template <typename T>
-std::string ldl_key(std::initializer_list<int64_t> dims) {
-  std::string key(1, solver_api<T>::kLetter);
-  for (int64_t d : dims) key += ":" + std::to_string(d);
-  return key;
-}
-
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
 template <typename T>
 struct sytrf_traits {
@@ -49,7 +38,7 @@ struct sytrf_traits {
   }
 
   // The buffer size depends on n only (not on uplo).
-  std::string workspace_key() const { return ldl_key<T>({n}); }
+  std::string workspace_key() const { return shape_key<T>({n}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     int lwork = 0;
@@ -99,7 +88,7 @@ struct sytrs_traits {
     return ffi::Error::Success();
   }
 
-  std::string workspace_key() const { return ldl_key<T>({n, nrhs, uplo}); }
+  std::string workspace_key() const { return shape_key<T>({n, nrhs, uplo}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     Workspace ws;
@@ -134,7 +123,6 @@ ffi::Error sytrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t lower, int32_t strategy,
                          int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "sytrf", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "sytrf"));
   if (mb.rows != mb.cols) return invalid_argument("sytrf: a must be square");
   if (ld->element_type() != a.element_type()) {
     return invalid_argument("sytrf: ld must have the dtype of a");
@@ -143,14 +131,13 @@ ffi::Error sytrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                                  "ld"));
   JCM_RETURN_IF_ERROR(check_dims(ipiv->dimensions(), batch_shape(a.dimensions(), 1, {}), "sytrf",
                                  "pivots"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "sytrf",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "sytrf"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "sytrf"));
   return dispatch_solver_dtype(a.element_type(), "sytrf", [&](auto tag) {
     using T = typename decltype(tag)::type;
     sytrf_traits<T> op{mb.batch,
                        mb.rows,
-                       ldl_fill_mode(lower),
+                       fill_mode(lower),
                        a.untyped_data(),
                        static_cast<T*>(ld->untyped_data()),
                        ipiv->typed_data(),
@@ -166,7 +153,6 @@ ffi::Error sytrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          int32_t lower, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(ld.dimensions(), "sytrs", "ld"));
   JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "sytrs", "b"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "sytrs"));
   if (mb.rows != mb.cols) return invalid_argument("sytrs: ld must be square");
   if (b.element_type() != ld.element_type() || x->element_type() != ld.element_type()) {
     return invalid_argument("sytrs: ld, b and x must have the same dtype");
@@ -178,15 +164,14 @@ ffi::Error sytrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                                  "pivots"));
   JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), "sytrs",
                                  "x"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(ld.dimensions(), 2, {}),
-                                 "sytrs", "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), ld.dimensions(), "sytrs"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "sytrs"));
   return dispatch_solver_dtype(ld.element_type(), "sytrs", [&](auto tag) {
     using T = typename decltype(tag)::type;
     sytrs_traits<T> op{mb.batch,
                        mb.rows,
                        mbb.cols,
-                       ldl_fill_mode(lower),
+                       fill_mode(lower),
                        static_cast<const T*>(ld.untyped_data()),
                        ipiv.typed_data(),
                        b.untyped_data(),

@@ -36,7 +36,7 @@ struct getrf_traits {
   }
 
   std::string workspace_key() const {
-    return std::string(1, solver_api<T>::kLetter) + std::to_string(m) + "x" + std::to_string(n);
+    return shape_key<T>({m, n});
   }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
@@ -62,8 +62,7 @@ struct getrf_traits {
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     int64_t count = end - begin;
     T** ptrs = static_cast<T**>(work);
-    JCM_CUDA(fill_pointer_array(ctx.stream, reinterpret_cast<void**>(ptrs), a + begin * n * n,
-                                n * n * sizeof(T), count));
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, ptrs, a + begin * n * n, n * n, count));
     JCM_CUBLAS(routine_name<T>("cublas", "getrfBatched"),
                solver_api<T>::getrf_batched(ctx.blas, n, ptrs, n, ipiv + begin * n, info + begin,
                                             count));
@@ -112,10 +111,9 @@ struct getrs_traits {
     int64_t count = end - begin;
     T** a_ptrs = static_cast<T**>(work);
     T** b_ptrs = a_ptrs + count;
-    JCM_CUDA(fill_pointer_array(ctx.stream, reinterpret_cast<void**>(a_ptrs),
-                                const_cast<T*>(lu) + begin * n * n, n * n * sizeof(T), count));
-    JCM_CUDA(fill_pointer_array(ctx.stream, reinterpret_cast<void**>(b_ptrs),
-                                x + begin * n * nrhs, n * nrhs * sizeof(T), count));
+    JCM_RETURN_IF_ERROR(
+        fill_pointers(ctx.stream, a_ptrs, const_cast<T*>(lu) + begin * n * n, n * n, count));
+    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, b_ptrs, x + begin * n * nrhs, n * nrhs, count));
     int host_info = 0;
     JCM_CUBLAS(routine_name<T>("cublas", "getrsBatched"),
                solver_api<T>::getrs_batched(ctx.blas, trans, n, nrhs, a_ptrs, n,
@@ -136,7 +134,6 @@ ffi::Error getrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t strategy,
                          int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "getrf", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "getrf"));
   if (lu->element_type() != a.element_type()) {
     return invalid_argument("getrf: lu must have the dtype of a");
   }
@@ -145,9 +142,8 @@ ffi::Error getrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   JCM_RETURN_IF_ERROR(check_dims(ipiv->dimensions(),
                                  batch_shape(a.dimensions(), 2, {std::min(mb.rows, mb.cols)}),
                                  "getrf", "pivots"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(a.dimensions(), 2, {}), "getrf",
-                                 "info"));
-  CallConfig call{stream, device, s, lanes};
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "getrf"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "getrf"));
   // XLA stores the matrices column-major (layouts set at lowering), so rows == cuSOLVER's m.
   return dispatch_solver_dtype(a.element_type(), "getrf", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -164,7 +160,6 @@ ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          int32_t trans, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(lu.dimensions(), "getrs", "lu"));
   JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "getrs", "b"));
-  JCM_ASSIGN_OR_RETURN(Strategy s, parse_strategy(strategy, lanes, "getrs"));
   if (mb.rows != mb.cols) return invalid_argument("getrs: lu must be square");
   if (b.element_type() != lu.element_type() || x->element_type() != lu.element_type()) {
     return invalid_argument("getrs: lu, b and x must have the same dtype");
@@ -176,14 +171,13 @@ ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                                  "getrs", "pivots"));
   JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), "getrs",
                                  "x"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(lu.dimensions(), 2, {}),
-                                 "getrs", "info"));
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), lu.dimensions(), "getrs"));
   if (trans < 0 || trans > 2) {
     return invalid_argument("getrs: trans must be 0 (N), 1 (T) or 2 (C)");
   }
   const cublasOperation_t op_trans = trans == 0 ? CUBLAS_OP_N : trans == 1 ? CUBLAS_OP_T
                                                                           : CUBLAS_OP_C;
-  CallConfig call{stream, device, s, lanes};
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "getrs"));
   return dispatch_solver_dtype(lu.element_type(), "getrs", [&](auto tag) {
     using T = typename decltype(tag)::type;
     getrs_traits<T> op{mb.batch,

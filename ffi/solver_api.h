@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -103,6 +105,18 @@ using complex_t = typename complex_of<T>::type;
 
 template <typename T>
 inline constexpr bool is_complex_v = std::is_same_v<T, complex_t<T>>;
+
+// A workspace-cache key for a call shape: the element type's letter, then the dims ("S:64:64").
+template <typename T>
+std::string shape_key(std::initializer_list<int64_t> dims) {
+  std::string key(1, solver_api<T>::kLetter);
+  for (int64_t d : dims) key += ":" + std::to_string(d);
+  return key;
+}
+
+inline cublasFillMode_t fill_mode(bool lower) {
+  return lower ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+}
 
 // routine_name<float>("cusolverDn", "getrf") == "cusolverDnSgetrf".
 template <typename T>

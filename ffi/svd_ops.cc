@@ -21,13 +21,6 @@ namespace jcm {
 
 namespace {
 
-template <typename T>
-std::string svd_key(std::initializer_list<int64_t> dims) {
-  std::string key(1, solver_api<T>::kLetter);
-  for (int64_t d : dims) key += ":" + std::to_string(d);
-  return key;
-}
-
 // gesvdj's parameters (tolerance, sweeps, sorting) and its report (residual, sweeps done) live
 // in a gesvdjInfo_t that every gesvdj call writes to, so concurrent calls must not share one.
 // One per host thread: each lane is one persistent thread, and the inline path runs on XLA's
@@ -74,7 +67,7 @@ struct gesvd_traits {
     return ffi::Error::Success();
   }
 
-  std::string workspace_key() const { return svd_key<T>({m, n, job}); }
+  std::string workspace_key() const { return shape_key<T>({m, n, job}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     Workspace ws;
@@ -153,7 +146,7 @@ struct gesvdj_traits {
     return ffi::Error::Success();
   }
 
-  std::string workspace_key() const { return svd_key<T>({m, n, vectors, econ}); }
+  std::string workspace_key() const { return shape_key<T>({m, n, vectors, econ}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
@@ -230,7 +223,7 @@ ffi::ErrorOr<SvdVectors> check_svd_results(const char* op, ffi::AnyBuffer a,
   }
   JCM_RETURN_IF_ERROR(check_dims(a_out->dimensions(), batch_shape(dims, 0, {}), op, "a_out"));
   JCM_RETURN_IF_ERROR(check_dims(s->dimensions(), batch_shape(dims, 2, {k}), op, "s"));
-  JCM_RETURN_IF_ERROR(check_dims(info->dimensions(), batch_shape(dims, 2, {}), op, "info"));
+  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), dims, op));
   if (vectors.size() != (compute_uv ? 2u : 0u)) {
     return invalid_argument(std::string(op) + ": expected " + (compute_uv ? "2" : "no") +
                             " vector results after info, got " +
@@ -268,7 +261,6 @@ ffi::Error gesvd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::RemainingRets vectors, int32_t full_matrices, int32_t compute_uv,
                          int32_t transposed, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "gesvd", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy st, parse_strategy(strategy, lanes, "gesvd"));
   const int64_t rows = mb.rows, cols = mb.cols, k = std::min(rows, cols);
   const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
   if (m < n) {
@@ -278,7 +270,7 @@ ffi::Error gesvd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
       SvdVectors vec,
       check_svd_results("gesvd", a, a_out, s, info, vectors, compute_uv,
                         {rows, full_matrices ? rows : k}, {full_matrices ? cols : k, cols}, k));
-  CallConfig call{stream, device, st, lanes};
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "gesvd"));
   return dispatch_solver_dtype(a.element_type(), "gesvd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* u = static_cast<T*>(transposed ? vec.v : vec.u);
@@ -307,12 +299,11 @@ ffi::Error gesvdj_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
                           ffi::RemainingRets vectors, int32_t econ, int32_t compute_uv,
                           int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "gesvdj", "a"));
-  JCM_ASSIGN_OR_RETURN(Strategy st, parse_strategy(strategy, lanes, "gesvdj"));
   const int64_t m = mb.rows, n = mb.cols, k = std::min(m, n);
   JCM_ASSIGN_OR_RETURN(SvdVectors vec,
                        check_svd_results("gesvdj", a, a_out, s, info, vectors, compute_uv,
                                          {m, econ ? k : m}, {n, econ ? k : n}, k));
-  CallConfig call{stream, device, st, lanes};
+  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "gesvdj"));
   return dispatch_solver_dtype(a.element_type(), "gesvdj", [&](auto tag) {
     using T = typename decltype(tag)::type;
     gesvdj_traits<T> op{mb.batch,

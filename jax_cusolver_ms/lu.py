@@ -39,14 +39,8 @@ def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
-    # cuSOLVER getrf can return finite factors for an input holding NaN (H100: its pivot search
-    # passes NaN rows over), and cuBLAS getrfBatched does not; NaN in, NaN out on every
-    # strategy, as LAPACK on the CPU.
-    has_nan = jnp.any(jnp.isnan(a), axis=(-2, -1))
     if not choice.uses_ffi:  # JAX's own lowering: as fast or faster here
-        lu, pivots, permutation = _getrf_jax(a, strategy=strategy, lanes=lanes)
-        return jnp.where(has_nan[..., None, None], jnp.array(np.nan, a.dtype), lu), pivots, \
-            permutation
+        return _getrf_jax(a, strategy=strategy, lanes=lanes)
     lu, ipiv, info = ffi_solver_call(
         "jcm_getrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
@@ -57,7 +51,13 @@ def _getrf_cuda(a, *, strategy, lanes):
     pivots = ipiv - 1  # LAPACK's 1-based pivots -> JAX's 0-based
     permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, m)
     # As JAX: only an illegal-argument info (< 0) poisons the result; singular U is returned.
-    lu = jnp.where(((info < 0) | has_nan)[..., None, None], jnp.array(np.nan, a.dtype), lu)
+    bad = info < 0
+    if choice.strategy != "batched":
+        # cusolverDn getrf can return finite factors for an input holding NaN (H100: its pivot
+        # search passes NaN rows over); cuBLAS getrfBatched (JAX's path for such batches too)
+        # propagates NaN. NaN in, NaN out on every strategy, as LAPACK on the CPU.
+        bad = bad | jnp.any(jnp.isnan(a), axis=(-2, -1))
+    lu = jnp.where(bad[..., None, None], jnp.array(np.nan, a.dtype), lu)
     return lu, pivots, permutation
 
 

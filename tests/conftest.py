@@ -256,3 +256,26 @@ def lowered_text(fn, shape, dtype, platform):
     `platform` ("cuda" works on any machine: lowering needs no GPU)."""
     arg = jax.ShapeDtypeStruct(shape, dtype)
     return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()
+
+
+def assert_trees_close(got, ref, dtype, n, what):
+    """Same structure, shapes and dtypes; integers equal; floats within rtol_for (cond 10)."""
+    got_leaves, ref_leaves = jax.tree.leaves(got), jax.tree.leaves(ref)
+    assert len(got_leaves) == len(ref_leaves), what
+    tol = rtol_for(dtype, n, 10)
+    for g, r in zip(got_leaves, ref_leaves):
+        g, r = np.asarray(g), np.asarray(r)
+        assert g.shape == r.shape and g.dtype == r.dtype, (what, g.shape, r.shape, g.dtype, r.dtype)
+        if np.issubdtype(r.dtype, np.integer):
+            np.testing.assert_array_equal(g, r, err_msg=what)
+        else:
+            np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=what)
+
+
+def exported_text(fn, shapes, dtype, platform, targets):
+    """The module jax.export makes of jit(fn) on operands of `shapes` for `platform`, allowing
+    the custom calls `targets` (ours are not on JAX's list of stable targets)."""
+    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in targets]
+    exported = jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)
+    return exported(*args).mlir_module()

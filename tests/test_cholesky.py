@@ -8,8 +8,6 @@ CUDA (no GPU needed); the GPU run (tests marked requires_gpu run there too) chec
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +24,7 @@ from conftest import (
     DTYPES,
     FULL_GRID,
     ILL_CONDITION,
+    assert_trees_close,
     condition_number,
     is_complex,
     param_id,
@@ -35,6 +34,7 @@ from conftest import (
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -147,17 +147,6 @@ def solve_residual(a, x, b, vector):
     scale = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(x, axis=(-2, -1))
     scale = scale + np.linalg.norm(b, axis=(-2, -1))
     return float(np.max(r / np.where(scale > 0, scale, 1.0)))
-
-
-def assert_trees_close(got, ref, dtype, n, what):
-    """Same structure, shapes and dtypes; floats within rtol_for (cond 10); NaN where ref is."""
-    got_leaves, ref_leaves = jax.tree.leaves(got), jax.tree.leaves(ref)
-    assert len(got_leaves) == len(ref_leaves), what
-    tol = rtol_for(dtype, n, 10)
-    for g, r in zip(got_leaves, ref_leaves):
-        g, r = np.asarray(g), np.asarray(r)
-        assert g.shape == r.shape and g.dtype == r.dtype, (what, g.shape, r.shape, g.dtype, r.dtype)
-        np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,19 +669,14 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     }
     data = [[(spd(rng, (batch, n, n), dtype), random_rhs(rng, (batch, n, 2), dtype))
              for _ in range(iterations)] for _ in range(threads)]
-    start = threading.Barrier(threads)
+    def calls(factor, solve):
+        def factor_and_solve(ab):
+            c, _ = factor(ab[0])
+            return c, solve(c, ab[1])
+        return factor_and_solve
 
-    def worker(t):
-        factor, solve = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        out = []
-        for a, b in data[t]:
-            c, _ = factor(a)
-            out.append((c, solve(c, b)))
-        return out
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads(
+        [calls(*jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]) for t in range(threads)], data)
 
     for t in range(threads):
         for i, ((c, x), (a, b)) in enumerate(zip(results[t], data[t])):

@@ -8,8 +8,6 @@ host callback; on a GPU (tests marked requires_gpu run there too) cuSOLVER throu
 
 import functools
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +26,7 @@ from conftest import (
     requires_extension,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -634,15 +633,8 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
     }
     data = [[(symmetric(rng, (batch, n, n), dtype), _gaussian(rng, (batch, n, 2), dtype))
              for _ in range(iterations)] for _ in range(threads)]
-    start = threading.Barrier(threads)
-
-    def worker(t):
-        f = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        return [f(a, b) for a, b in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    fns = [jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]] for t in range(threads)]
+    results = run_in_threads([lambda ab, f=f: f(*ab) for f in fns], data)
     for t in range(threads):
         for i, (x, (a, b)) in enumerate(zip(results[t], data[t])):
             tol = solve_tolerance(a, dtype)

@@ -10,8 +10,6 @@ import functools
 import os
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +24,7 @@ from conftest import (
     ALL_STRATEGIES,
     DTYPES,
     FULL_GRID,
+    assert_trees_close,
     condition_number,
     is_complex,
     param_id,
@@ -36,6 +35,7 @@ from conftest import (
     requires_extension,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -706,20 +706,6 @@ OPS = {
 }
 
 
-def assert_trees_close(got, ref, dtype, n, what):
-    """Same structure, shapes and dtypes; integers equal; floats within rtol_for (cond 10)."""
-    got_leaves, ref_leaves = jax.tree.leaves(got), jax.tree.leaves(ref)
-    assert len(got_leaves) == len(ref_leaves), what
-    tol = rtol_for(dtype, n, 10)
-    for g, r in zip(got_leaves, ref_leaves):
-        g, r = np.asarray(g), np.asarray(r)
-        assert g.shape == r.shape and g.dtype == r.dtype, (what, g.shape, r.shape, g.dtype, r.dtype)
-        if np.issubdtype(r.dtype, np.integer):
-            np.testing.assert_array_equal(g, r, err_msg=what)
-        else:
-            np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=what)
-
-
 @pytest.mark.parametrize(
     "op,dtype,strategy", strategy_grid(sorted(OPS), [np.float32, np.complex128])
 )
@@ -941,15 +927,11 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
         ]
         for _ in range(threads)
     ]
-    start = threading.Barrier(threads)
+    def calls(solve, factor):
+        return lambda ab: (solve(*ab), factor(ab[0]))
 
-    def worker(t):
-        solve, factor = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        return [(solve(a, b), factor(a)) for a, b in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads(
+        [calls(*jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]) for t in range(threads)], data)
 
     for t in range(threads):
         for i, ((x, (lu, piv)), (a, b)) in enumerate(zip(results[t], data[t])):

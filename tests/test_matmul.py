@@ -7,8 +7,6 @@ lowering is checked by exporting for CUDA (no GPU needed); the GPU run checks th
 handler (plan cache, autotuning, epilogues, fallback, strided and folded batches).
 """
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +16,7 @@ from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
 import jax_cusolver_ms._ffi as jcm_ffi
-from conftest import is_complex, param_id, rel_err, requires_gpu
+from conftest import is_complex, param_id, rel_err, requires_gpu, run_in_threads
 
 ids = param_id
 BF16, F16 = np.dtype(jnp.bfloat16), np.dtype(jnp.float16)
@@ -341,14 +339,10 @@ def _check_threads(rng, shape, iterations, threads=8):
                                                precision="highest"))
     data = [[(random(rng, (m, k), dtype), random(rng, (k, n), dtype), random(rng, (n,), dtype))
              for _ in range(iterations)] for _ in range(threads)]
-    start = threading.Barrier(threads)
+    def both(abc):
+        return plain(*abc[:2]), fused(*abc)
 
-    def worker(t):
-        start.wait()
-        return [(plain(a, b), fused(a, b, c)) for a, b, c in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads([both] * threads, data)
     for t in range(threads):
         for i, ((p, q), (a, b, c)) in enumerate(zip(results[t], data[t])):
             assert rel_err(p, reference(a, b)) <= 1e-5, f"thread {t}, iteration {i}"

@@ -7,8 +7,6 @@ and transformations; the GPU run (tests marked requires_gpu run there too) check
 """
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -25,12 +23,14 @@ from conftest import (
     ALL_STRATEGIES,
     DTYPES,
     condition_number,
+    exported_text,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
+    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -526,15 +526,11 @@ def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
     data = [[(random_matrix(rng, (batch, m, n), dtype, "general"),
               random_rhs(rng, (batch, n, 2), dtype)) for _ in range(iterations)]
             for _ in range(threads)]
-    start = threading.Barrier(threads)
+    def calls(factor, multiply):
+        return lambda ac: (factor(ac[0]), multiply(*ac))
 
-    def worker(t):
-        factor, multiply = jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]
-        start.wait()
-        return [(factor(a), multiply(a, c)) for a, c in data[t]]
-
-    with ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(worker, range(threads)))
+    results = run_in_threads(
+        [calls(*jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]) for t in range(threads)], data)
 
     for t in range(threads):
         for i, (((q, r), (qc, r2)), (a, c)) in enumerate(zip(results[t], data[t])):
@@ -585,10 +581,7 @@ EXPECTED_TARGETS = {
 
 
 def _exported_text(fn, shapes, dtype, platform):
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in TARGETS]
-    exported = jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)
-    return exported(*args).mlir_module()
+    return exported_text(fn, shapes, dtype, platform, TARGETS)
 
 
 # "auto" sends these small batches to JAX's own QR (strategy.XLA_MAX_N): tested below.

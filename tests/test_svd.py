@@ -25,6 +25,7 @@ from conftest import (
     DTYPES,
     FULL_GRID,
     conj_t,
+    exported_text,
     jit_call,
     param_id,
     random_matrix,
@@ -589,10 +590,7 @@ def _svd_family_calls(strategy):
 
 
 def _exported_text(fn, shapes, dtype, platform):
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
-    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in TARGETS]
-    exported = jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)
-    return exported(*args).mlir_module()
+    return exported_text(fn, shapes, dtype, platform, TARGETS)
 
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
