@@ -74,3 +74,27 @@ def nan_unless_ok(x, info):
     did not converge), as JAX's eigen and SVD lowerings do."""
     return jnp.where((info == 0).reshape(info.shape + (1,) * (x.ndim - info.ndim)), x,
                      jnp.array(np.nan, x.dtype))
+
+
+def nan_for_nonfinite_input(cuda_impl):
+    """Wraps a CUDA implementation whose first operand is a stack of matrices: a matrix holding
+    NaN or Inf goes in as the identity and comes out as NaN in every floating output.
+
+    Why: on the H100 (cuSOLVER 12.0) getrf returns finite factors for NaN input, and the
+    iterative routines (XsyevBatched, gesvdjBatched, Xgeev) neither give NaN nor set info for
+    it; in a batched call such a matrix must not touch its neighbours either. LAPACK on the
+    CPU gives NaN, and so does every path here, JAX's own lowering included (it has the same
+    routines under it)."""
+    def guarded(a, *args, **params):
+        bad = ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
+        eye = jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype)
+        outs = cuda_impl(jnp.where(bad[..., None, None], eye, a), *args, **params)
+        return type(outs)(
+            jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - bad.ndim)),
+                      jnp.array(np.nan, x.dtype), x)
+            if jnp.issubdtype(x.dtype, jnp.inexact) else x
+            for x in outs)
+
+    guarded.__name__ = guarded.__qualname__ = getattr(cuda_impl, "__name__", "cuda_impl")
+    guarded.__doc__ = cuda_impl.__doc__
+    return guarded

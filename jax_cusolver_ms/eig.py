@@ -19,7 +19,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import as_matrix, batch_size, info_result, matmul, mh, nan_unless_ok, resolve_params
+from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
+                      nan_unless_ok, resolve_params)
 from .lu import solve
 
 
@@ -91,7 +92,7 @@ def _geev_cuda(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
 
 
 geev = SolverPrimitive("jcm_geev", core_ranks=(2,), shape_rule=_geev_shapes,
-                       jax_impl=_geev_jax, cuda_impl=_geev_cuda)
+                       jax_impl=_geev_jax, cuda_impl=nan_for_nonfinite_input(_geev_cuda))
 
 
 def _eigenvector_jvp(w, v, a_dot, solve_kw):

@@ -21,7 +21,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import as_matrix, batch_size, info_result, matmul, mh, nan_unless_ok, resolve_params
+from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
+                      nan_unless_ok, resolve_params)
 
 
 def _real_dtype(dtype):
@@ -64,7 +65,7 @@ def _syevd_cuda(a, *, lower, jacobi, strategy, lanes):
 
 
 syevd = SolverPrimitive("jcm_syevd", core_ranks=(2,), shape_rule=_syevd_shapes,
-                        jax_impl=_syevd_jax, cuda_impl=_syevd_cuda)
+                        jax_impl=_syevd_jax, cuda_impl=nan_for_nonfinite_input(_syevd_cuda))
 
 
 def _syevd_jvp(primals, tangents, *, lower, jacobi, strategy, lanes):

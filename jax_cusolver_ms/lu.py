@@ -18,7 +18,8 @@ from jax import lax
 from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
-from ._common import as_matrix, batch_size, matmul, promote, resolve_params, tril, triu
+from ._common import (as_matrix, batch_size, matmul, nan_for_nonfinite_input, promote,
+                      resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
@@ -51,18 +52,12 @@ def _getrf_cuda(a, *, strategy, lanes):
     pivots = ipiv - 1  # LAPACK's 1-based pivots -> JAX's 0-based
     permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, m)
     # As JAX: only an illegal-argument info (< 0) poisons the result; singular U is returned.
-    bad = info < 0
-    if choice.strategy != "batched":
-        # cusolverDn getrf can return finite factors for an input holding NaN (H100: its pivot
-        # search passes NaN rows over); cuBLAS getrfBatched (JAX's path for such batches too)
-        # propagates NaN. NaN in, NaN out on every strategy, as LAPACK on the CPU.
-        bad = bad | jnp.any(jnp.isnan(a), axis=(-2, -1))
-    lu = jnp.where(bad[..., None, None], jnp.array(np.nan, a.dtype), lu)
+    lu = jnp.where((info < 0)[..., None, None], jnp.array(np.nan, a.dtype), lu)
     return lu, pivots, permutation
 
 
 getrf = SolverPrimitive("jcm_getrf", core_ranks=(2,), shape_rule=_getrf_shapes,
-                        jax_impl=_getrf_jax, cuda_impl=_getrf_cuda)
+                        jax_impl=_getrf_jax, cuda_impl=nan_for_nonfinite_input(_getrf_cuda))
 
 
 def _getrf_jvp(primals, tangents, *, strategy, lanes):
@@ -284,7 +279,10 @@ def inv(a, *, strategy=None, lanes=None):
     a = as_matrix("inv", a, square=True)
     if (_config.resolve(strategy, lanes)[0] == "auto"
             and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
-        return jnp.linalg.inv(a)  # measured: JAX's own is fastest here (strategy.py)
+        # Measured: JAX's own is fastest here (strategy.py). Its GPU getrf gives finite
+        # numbers for NaN input (see nan_for_nonfinite_input): NaN in, NaN out, as every path.
+        bad = jnp.any(jnp.isnan(a), axis=(-2, -1))[..., None, None]
+        return jnp.where(bad, jnp.array(np.nan, a.dtype), jnp.linalg.inv(a))
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)
 

@@ -18,8 +18,8 @@ from jax import lax
 
 from . import strategy as _strategy
 from ._compat import ad
-from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_unless_ok, promote,
-                      resolve_params)
+from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
+                      nan_unless_ok, promote, resolve_params)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .lu import inv
 
@@ -116,7 +116,7 @@ def _svd_cuda(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
 
 
 svd_p = SolverPrimitive("jcm_svd", core_ranks=(2,), shape_rule=_svd_shapes,
-                        jax_impl=_svd_jax, cuda_impl=_svd_cuda)
+                        jax_impl=_svd_jax, cuda_impl=nan_for_nonfinite_input(_svd_cuda))
 
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, algorithm, strategy, lanes):

@@ -630,7 +630,11 @@ def test_gpu_lowering_uses_ffi(strategy):
     for name, (fn, shapes) in _qr_family_calls(strategy).items():
         args = [jnp.ones(s, np.float32) for s in shapes]
         text = jax.jit(fn).lower(*args).as_text()  # lowered for the GPU it runs on
-        assert all(t in text for t in EXPECTED_TARGETS[name]), name
+        expected = EXPECTED_TARGETS[name]
+        if strategy == "auto":  # where auto hands a routine to JAX's own lowering, no target
+            expected = {t for t in expected
+                        if jcm.explain(t.removeprefix("jcm_"), shapes[0], np.float32).uses_ffi}
+        assert all(t in text for t in expected), (name, expected)
 
 
 def test_explain_knows_the_qr_ops():

@@ -431,7 +431,8 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
                      _allow_cpu=True)
     assert first.path == path and first.skipped == []
     doc = json.loads(path.read_text())
-    assert doc["gpu"] == "cpu" and doc["key"] == tables.current_key("cpu")
+    device = tables.gpu_name() or "cpu"  # on a GPU machine it measures the GPU
+    assert doc["gpu"] == device and doc["key"] == tables.current_key(device)
     points = doc["entries"]["getrf"]["float32"]
     assert {(p["batch"], p["n"]) for p in points} == {(1, 8), (2, 8)}
     by_batch = {p["batch"]: set(p["times_ms"]) for p in points}
@@ -440,7 +441,7 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
     second = jcm.tune(ops=["eigh"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
                       repeats=1, warmup=0, path=path, progress=False, _allow_cpu=True)
     assert set(second.table.entries) == {("getrf", "float32"), ("syevj", "float32")}
-    read = tables.read_tuned(path, tables.current_key("cpu"))
+    read = tables.read_tuned(path, tables.current_key(device))
     assert set(read.entries) == {("getrf", "float32"), ("syevj", "float32")}
     with tables.using(read):
         assert strategy.choose("getrf", 2, (8, 8), "float32").source == f"tuned {path}"
@@ -564,7 +565,7 @@ def test_build_table_resolves_what_each_strategy_ran():
 def test_report_cpu_smoke_writes_json_markdown_and_figures(tmp_path, with_plots):
     args = [sys.executable, "-m", "benchmarks.report", "--cpu-smoke", "--ops", "lu_factor",
             "--sizes", "8", "--batches", "1,2", "--out", str(tmp_path), "--tag", "t"]
-    env = dict(os.environ)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")  # the CPU smoke check, also on a GPU machine
     if not with_plots:
         # A matplotlib that cannot be imported: the report says so and still writes the rest.
         (tmp_path / "hide").mkdir()
