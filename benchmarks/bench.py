@@ -626,6 +626,8 @@ def environment(torch) -> dict:
     except Exception:  # noqa: BLE001
         env["gpu"] = env["device_kind"] if env["jax_backend"] == "gpu" else "cpu"
         env["driver"] = None
+    if env["jax_backend"] != "gpu" and env["gpu"] != "cpu":  # JAX_PLATFORMS=cpu on a GPU machine
+        env["idle_gpu"], env["gpu"] = env["gpu"], "cpu"
     versions = {"numpy": np.__version__, "jax": jax.__version__}
     try:
         import jaxlib

@@ -9,7 +9,7 @@
 #
 # SKIP_BUILD=1 reuses the installed build (a warm machine); SKIP_TESTS=1 skips pytest; CMAKE_ARGS
 # overrides the CUDA architectures (default: the GPU's own); TESTS names the test files (default:
-# all); PYTEST_WORKERS (default 8) spreads them over pytest-xdist workers where it is installed
+# all); PYTEST_WORKERS (default 14) spreads them over pytest-xdist workers where it is installed
 # (compiles dominate, and the GPU has room for several processes); BENCH_PLAN names a file with
 # one line of bench.py arguments per run (blank lines and '#' comments skipped).
 # No network is needed: the build uses what is installed (--no-build-isolation --no-deps).
@@ -63,12 +63,20 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   # -P: leave the current folder off sys.path, so the tests import the installed package.
   # Whole suite (no -x: one failure must not hide the others), bounded by TEST_TIMEOUT seconds.
   workers=()
-  if python3 -c "import xdist" 2>/dev/null; then workers=(-n "${PYTEST_WORKERS:-8}"); fi
+  if python3 -c "import xdist" 2>/dev/null; then workers=(-n "${PYTEST_WORKERS:-14}"); fi
   # Several test processes share the GPU: no up-front claim of most of its memory by each.
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "${TEST_TIMEOUT:-420}" \
-    python3 -P -m pytest ${TESTS:-tests} -q -rfs -p no:cacheprovider "${workers[@]}" \
-    ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log"
+  # Verbose (one line per test, with its name) into the log, and every failure's traceback into
+  # $OUT/failures.log as it happens (tests/conftest.py): a run that the time limit cuts short
+  # still names what failed and why. The console gets the failures and the summary only.
+  : > "$OUT/failures.log"
+  XLA_PYTHON_CLIENT_PREALLOCATE=false JCM_FAILURES_LOG="$OUT/failures.log" \
+    timeout "${TEST_TIMEOUT:-420}" \
+    python3 -P -m pytest ${TESTS:-tests} -v -rfs --durations=15 -p no:cacheprovider \
+    -p no:benchmark "${workers[@]}" ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
   tests_rc=$?
+  grep -E "FAILED|ERROR" "$OUT/pytest.log" | grep -v "^=" | sed 's/^\[gw[0-9]*\] \[ *[0-9]*%\] //' | sort -u
+  (( tests_rc == 124 )) && echo "TESTS CUT SHORT by TEST_TIMEOUT=${TEST_TIMEOUT:-420}s: see $OUT/pytest.log"
+  tail -25 "$OUT/pytest.log"
 fi
 
 # bench.py imports the installed jax_cusolver_ms in preference to the source folder. Its table is

@@ -59,6 +59,17 @@ def _auto_follows_the_heuristic():
         yield
 
 
+def pytest_runtest_logreport(report):
+    """With JCM_FAILURES_LOG set, each failure's traceback is appended to that file as it
+    happens (once, from the xdist controller), so a run cut short by a time limit still says
+    what failed and why."""
+    path = os.environ.get("JCM_FAILURES_LOG")
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    with open(path, "a") as f:
+        f.write(f"=== FAILED {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a longer test (stream and thread stress)")
 
