@@ -1,5 +1,7 @@
 #include "batch_kernels.h"
 
+#include <algorithm>
+
 namespace jcm {
 
 namespace {
@@ -12,15 +14,35 @@ __global__ void fill_pointer_array_kernel(void** ptrs, char* base, int64_t strid
   }
 }
 
+__global__ void merge_block_info_kernel(int* info, const int* block_info, int offset,
+                                        int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if (info[i] == 0 && block_info[i] > 0) info[i] = block_info[i] + offset;
+  }
+}
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t count) {
+  return static_cast<int>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1024));
+}
+
 }  // namespace
+
+cudaError_t merge_block_info(cudaStream_t stream, int* info, const int* block_info, int offset,
+                             int64_t count) {
+  if (count <= 0) return cudaSuccess;
+  merge_block_info_kernel<<<blocks_for(count), kThreads, 0, stream>>>(info, block_info, offset,
+                                                                       count);
+  return cudaGetLastError();
+}
 
 cudaError_t fill_pointer_array(cudaStream_t stream, void** ptrs, void* base, int64_t stride_bytes,
                                int64_t count) {
   if (count <= 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  int blocks = static_cast<int>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1024));
-  fill_pointer_array_kernel<<<blocks, kThreads, 0, stream>>>(ptrs, static_cast<char*>(base),
-                                                              stride_bytes, count);
+  fill_pointer_array_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      ptrs, static_cast<char*>(base), stride_bytes, count);
   return cudaGetLastError();
 }
 

@@ -41,6 +41,9 @@ enum class Strategy : int32_t {
   kLooped = 0,      // one cuSOLVER call per item, spread over lanes (own stream + thread each)
   kSequential = 1,  // one cuSOLVER call per item, all on XLA's stream from the calling thread
   kBatched = 2,     // a native batched API; with lanes > 1 each lane takes a chunk of the batch
+  // A blocked algorithm over the whole batch on XLA's stream, built from batched APIs (potrf
+  // only: cholesky_qr_ops.cc). An op without one runs as kLooped (Python never asks for that).
+  kBlocked = 3,
 };
 
 struct Workspace {
@@ -140,6 +143,21 @@ ffi::ErrorOr<Workspace> cached_workspace(const Op& op, const LaneContext& ctx) {
 }
 
 }  // namespace detail
+
+// Runs `body(ctx)` on the calling thread with one lane's handles bound to XLA's stream: for an
+// algorithm that is one sequence of library calls over the whole batch (Strategy::kBlocked).
+template <typename Body>
+ffi::Error run_inline(const CallConfig& call, Body&& body) {
+  JCM_ASSIGN_OR_RETURN(LanePool * pool, LanePool::ForDevice(call.device));
+  JCM_ASSIGN_OR_RETURN(LaneLease lease, pool->Acquire(1));
+  Lane& lane = lease[0];
+  JCM_RETURN_IF_ERROR(lane.bind(call.xla_stream));
+  ffi::Error err =
+      body(LaneContext{call.xla_stream, lane.solver(), lane.params(), lane.blas(), &lane});
+  ffi::Error rebind = lane.bind(lane.stream());
+  JCM_RETURN_IF_ERROR(err);
+  return rebind;
+}
 
 template <typename Op, typename = void>
 struct inputs_need_host_sync : std::false_type {};

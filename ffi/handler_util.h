@@ -24,7 +24,7 @@
 namespace jcm {
 
 inline ffi::ErrorOr<Strategy> parse_strategy(int32_t strategy, int32_t lanes, const char* op) {
-  if (strategy < 0 || strategy > static_cast<int32_t>(Strategy::kBatched)) {
+  if (strategy < 0 || strategy > static_cast<int32_t>(Strategy::kBlocked)) {
     return invalid_argument(std::string(op) + ": unknown strategy " +
                                        std::to_string(strategy));
   }

@@ -55,6 +55,8 @@ struct solver_api;
     static constexpr auto gesvdj_batched_buffer_size =                              \
         cusolverDn##L##gesvdjBatched_bufferSize;                                    \
     static constexpr auto gesvdj_batched = cusolverDn##L##gesvdjBatched;            \
+    static constexpr auto trsm_batched = cublas##L##trsmBatched;                    \
+    static constexpr auto gemm_strided_batched = cublas##L##gemmStridedBatched;     \
   };
 
 JCM_SOLVER_API(float, S, orgqr, ormqr, syevj)
@@ -105,6 +107,16 @@ using complex_t = typename complex_of<T>::type;
 
 template <typename T>
 inline constexpr bool is_complex_v = std::is_same_v<T, complex_t<T>>;
+
+// A real number as an element type (cuBLAS's alpha / beta).
+template <typename T>
+T scalar_of(double x) {
+  if constexpr (is_complex_v<T>) {
+    return T{static_cast<real_t<T>>(x), 0};
+  } else {
+    return static_cast<T>(x);
+  }
+}
 
 // A workspace-cache key for a call shape: the element type's letter, then the dims ("S:64:64").
 template <typename T>

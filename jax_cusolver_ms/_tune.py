@@ -123,6 +123,8 @@ def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
     routine = _strategy.routine_of(op, n, n)
     found = {_tables.XLA: (_tables.XLA, 1)} if with_xla else {}
     requests = [("sequential", 1)]
+    if batch >= 2 and routine in _strategy.BLOCKED_OPS:
+        requests.append(("blocked", 1))
     if batch >= 2:
         requests += [(s, count) for s in ("looped", "batched") for count in lanes
                      if count <= batch and not (s == "looped" and count == 1)]

@@ -9,7 +9,7 @@ import contextlib
 import os
 import threading
 
-STRATEGIES = ("auto", "looped", "sequential", "batched")
+STRATEGIES = ("auto", "looped", "sequential", "batched", "blocked")
 DEFAULT_LANES = 8
 MAX_LANES = 32  # the C++ pool's cap per device
 

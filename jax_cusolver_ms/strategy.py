@@ -16,7 +16,11 @@ import numpy as np
 from . import settings as _config
 from . import tables as _tables
 
-STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2}
+STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2, "blocked": 3}
+# Routines with a blocked algorithm over the whole batch (ffi: Strategy::kBlocked): potrf as
+# potrfBatched diagonal blocks, trsmBatched panels and strided-batched GEMM trailing updates.
+# `auto` takes it only where a measured table says it wins (none measured yet).
+BLOCKED_OPS = {"potrf"}
 # `auto` may also answer "xla": JAX's own lowering is the fastest for that call (e.g. getrs with
 # many right-hand sides, where XLA's batched cuBLAS triangular solves beat cuSOLVER getrs).
 XLA = "xla"
@@ -106,7 +110,7 @@ class Choice:
     # "user" (keyword / config), "shipped table <gpu> (<file>)", "tuned <path>" or "heuristic"
     source: str
     # The estimated times behind a table's choice, fastest first: ((candidate, ms), ...), where
-    # a candidate is "xla", "sequential", "looped:L" or "batched:L".
+    # a candidate is "xla", "sequential", "blocked", "looped:L" or "batched:L".
     times_ms: tuple = ()
 
     @property
@@ -180,6 +184,13 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if strategy != "auto":
         if strategy == "sequential":
             return make("sequential", 1, "requested: every item on XLA's stream", "user")
+        if strategy == "blocked":
+            if op in BLOCKED_OPS:
+                return make("blocked", 1, "requested: the blocked algorithm over the whole "
+                            "batch on XLA's stream (batched diagonal blocks, panels, GEMMs)",
+                            "user")
+            return make("looped", lanes or _config.DEFAULT_LANES,
+                        f"requested blocked, but {op} has no blocked algorithm: lanes", "user")
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
                         "requested batched, but no batched API fits this call: lanes", "user")

@@ -1,8 +1,9 @@
 """Measured strategy tables: the times `auto` chooses from before it falls back to rules.
 
 A table holds, per (routine, dtype), measured points (batch, n) with the median time of every
-candidate there: "xla" (JAX's own lowering), "sequential", "looped:L" and "batched:L" (the
-native batched API, its batch split over L lanes when L > 1). `auto` estimates each candidate's
+candidate there: "xla" (JAX's own lowering), "sequential", "looped:L", "batched:L" (the
+native batched API, its batch split over L lanes when L > 1) and "blocked" (potrf's blocked
+algorithm over the whole batch). `auto` estimates each candidate's
 time at the call's (batch, n) by interpolating log-times bilinearly in (log2 batch, log2 n)
 between the four measured points around it (clamped at the edges of what was measured; the
 nearest measured point where the four are not all there) and takes the fastest.
@@ -45,16 +46,17 @@ N_WEIGHT = 2.0  # how much more a step in log2 n counts than one in log2 batch (
 
 def candidate_name(strategy: str, lanes: int = 1) -> str:
     """"xla", "sequential", "looped:8", "batched:1", ..."""
-    return strategy if strategy in (XLA, "sequential") else f"{strategy}:{int(lanes)}"
+    return strategy if strategy in (XLA, "sequential", "blocked") else f"{strategy}:{int(lanes)}"
 
 
 def parse_candidate(name: str) -> tuple[str, int]:
     strategy, _, lanes = name.partition(":")
-    if strategy in (XLA, "sequential") and not lanes:
+    if strategy in (XLA, "sequential", "blocked") and not lanes:
         return strategy, 1
     if strategy in ("looped", "batched") and lanes.isdigit() and int(lanes) >= 1:
         return strategy, int(lanes)
-    raise ValueError(f"not a candidate name: {name!r} (xla, sequential, looped:L, batched:L)")
+    raise ValueError(f"not a candidate name: {name!r} (xla, sequential, blocked, looped:L, "
+                     "batched:L)")
 
 
 # --- one table --------------------------------------------------------------------------------
@@ -83,7 +85,7 @@ class Estimate:
     basis: str       # which measured points the times come from
 
 
-_KIND_ORDER = {XLA: 0, "sequential": 1, "batched": 2, "looped": 3}
+_KIND_ORDER = {XLA: 0, "sequential": 1, "batched": 2, "blocked": 3, "looped": 4}
 
 
 def _simplicity(candidate: str) -> tuple:

@@ -765,6 +765,64 @@ def test_cpu_lowering_has_no_ffi_call(rng, strategy):
 
 
 # ---------------------------------------------------------------------------------------------
+# The blocked strategy (potrf only): ffi kCholeskyBlock = 256 columns per block
+# ---------------------------------------------------------------------------------------------
+
+BLOCK = 256
+
+
+@pytest.mark.parametrize("n", [1, 100, BLOCK, BLOCK + 1, 2 * BLOCK + 37], ids=ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_blocked_across_block_edges(rng, dtype, n):
+    # One block, exactly one, one plus a column, several with a ragged last one.
+    a = spd(rng, (3, n, n), dtype)
+    tol = rtol_for(dtype, n, condition_number(a))
+    for upper in (False, True):
+        c = cholesky(a, upper=upper, strategy="blocked")
+        check_factor(a, c, not upper, dtype)
+        assert rel_err(c, reference_factor(a, not upper)) <= tol, upper
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_blocked_not_positive_definite_in_a_later_block(rng, dtype):
+    # Failures in the first block, in a later one and none: NaN exactly where JAX has it, and
+    # the other matrices untouched by their neighbours' failures.
+    n = BLOCK + 40
+    a = spd(rng, (3, n, n), dtype)
+    a[0, 3, 3] = -n
+    a[2, BLOCK + 7, BLOCK + 7] = -n
+    for upper in (False, True):
+        got = np.asarray(cholesky(a, upper=upper, strategy="blocked"))
+        ref = np.asarray(jnp.linalg.cholesky(a, upper=upper))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        assert np.all(np.isnan(got[[0, 2]]).sum(axis=(-2, -1)) == n * (n + 1) // 2)
+        check_factor(a[1:2], got[1:2], not upper, dtype)
+
+
+def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, monkeypatch):
+    import jax_cusolver_ms as jcm
+
+    assert jcm.explain("cholesky", (4, 512, 512), np.float32, strategy="blocked").strategy == \
+        "blocked"
+    # Routines without a blocked algorithm run on lanes.
+    assert jcm.explain("cho_solve", (4, 512, 512), np.float32, strategy="blocked").strategy == \
+        "looped"
+    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+    a, b = spd(rng, (4, 16, 16), np.float32), random_rhs(rng, (4, 16, 1), np.float32)
+    text = _cuda_module_text(lambda a, b: cho_solve(cho_factor(a, strategy="blocked"), b,
+                                                    strategy="blocked"), a, b)
+    (potrf,), (potrs,) = _custom_calls(text, "jcm_potrf"), _custom_calls(text, "jcm_potrs")
+    assert "strategy = 3 : i32" in potrf and "strategy = 0 : i32" in potrs, (potrf, potrs)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_blocked_stream_semantics_gpu(rng, dtype):
+    _check_pipeline(rng, "blocked", 1, dtype, batch=16, n=BLOCK + 64, iterations=12)
+
+
+# ---------------------------------------------------------------------------------------------
 # Bad input: clear errors
 # ---------------------------------------------------------------------------------------------
 

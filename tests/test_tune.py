@@ -456,7 +456,7 @@ def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
                   repeats=1, warmup=0, path=tmp_path / "t.json", progress=False, _allow_cpu=True)
     jcm.tune(**kwargs)
     first = len(calls)
-    assert first == 4  # xla, sequential, looped:2, batched:2
+    assert first == 5  # xla, sequential, blocked, looped:2, batched:2
     jcm.tune(**kwargs)
     assert len(calls) == first  # the file holds the cell: nothing measured again
     jcm.tune(**kwargs, remeasure=True)
@@ -480,7 +480,7 @@ def test_tune_leaves_out_a_candidate_beyond_a_too_slow_call(tmp_path, monkeypatc
                       lanes=(2,), path=tmp_path / "t.json", progress=False, _allow_cpu=True)
     points = result.table.entries[("potrf", "float32")]
     assert [(p.batch, p.n) for p in points] == [(2, 8)]
-    assert len(result.skipped) == 4
+    assert len(result.skipped) == 5  # xla, sequential, blocked, looped:2, batched:2
     assert all("2x16" in s and "took over 20 s at 2x8" in s for s in result.skipped)
 
 
