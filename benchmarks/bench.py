@@ -94,7 +94,8 @@ except Exception:  # noqa: BLE001
 
 
 STRATEGIES = ("auto", "looped", "sequential", "batched")  # the default set timed per cell
-KNOWN_STRATEGIES = STRATEGIES + ("blocked",)  # "blocked" (potrf only) on request
+# Every strategy the package knows ("blocked", potrf only, is timed on request).
+KNOWN_STRATEGIES = tuple(jcm.STRATEGIES) if jcm is not None else STRATEGIES
 DTYPES = ("float32", "float64")
 # Shapes B x n of ANCHORS.md, plus a single matrix and a large batch of small ones.
 SHAPES = ((64, 128), (64, 256), (64, 512), (64, 1024), (16, 2048), (4, 4096), (1, 512), (256, 64))

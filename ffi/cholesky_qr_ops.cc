@@ -467,8 +467,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_potrf, jcm::potrf_handler,
                                   .Ret<xla::ffi::AnyBuffer>()              // factor
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("lower")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_potrs, jcm::potrs_handler,
                               JCM_SOLVER_CTX
@@ -477,8 +476,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_potrs, jcm::potrs_handler,
                                   .Ret<xla::ffi::AnyBuffer>()              // x
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("lower")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geqrf, jcm::geqrf_handler,
                               JCM_SOLVER_CTX
@@ -486,8 +484,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geqrf, jcm::geqrf_handler,
                                   .Ret<xla::ffi::AnyBuffer>()              // qr (R + reflectors)
                                   .Ret<xla::ffi::AnyBuffer>()              // taus
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_orgqr, jcm::orgqr_handler,
                               JCM_SOLVER_CTX
@@ -495,8 +492,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_orgqr, jcm::orgqr_handler,
                                   .Arg<xla::ffi::AnyBuffer>()              // taus
                                   .Ret<xla::ffi::AnyBuffer>()              // q
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_ormqr, jcm::ormqr_handler,
                               JCM_SOLVER_CTX
@@ -507,5 +503,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_ormqr, jcm::ormqr_handler,
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("left")
                                   .Attr<int32_t>("transpose")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);

@@ -144,19 +144,28 @@ ffi::ErrorOr<Workspace> cached_workspace(const Op& op, const LaneContext& ctx) {
 
 }  // namespace detail
 
+namespace detail {
+
+// Runs `body(ctx)` on the calling thread with `lane`'s handles bound to XLA's stream, then binds
+// them back to the lane's own stream (also after an error).
+template <typename Body>
+ffi::Error on_xla_stream(Lane& lane, cudaStream_t xla_stream, Body&& body) {
+  JCM_RETURN_IF_ERROR(lane.bind(xla_stream));
+  ffi::Error err = body(LaneContext{xla_stream, lane.solver(), lane.params(), lane.blas(), &lane});
+  ffi::Error rebind = lane.bind(lane.stream());
+  JCM_RETURN_IF_ERROR(err);
+  return rebind;
+}
+
+}  // namespace detail
+
 // Runs `body(ctx)` on the calling thread with one lane's handles bound to XLA's stream: for an
 // algorithm that is one sequence of library calls over the whole batch (Strategy::kBlocked).
 template <typename Body>
 ffi::Error run_inline(const CallConfig& call, Body&& body) {
   JCM_ASSIGN_OR_RETURN(LanePool * pool, LanePool::ForDevice(call.device));
   JCM_ASSIGN_OR_RETURN(LaneLease lease, pool->Acquire(1));
-  Lane& lane = lease[0];
-  JCM_RETURN_IF_ERROR(lane.bind(call.xla_stream));
-  ffi::Error err =
-      body(LaneContext{call.xla_stream, lane.solver(), lane.params(), lane.blas(), &lane});
-  ffi::Error rebind = lane.bind(lane.stream());
-  JCM_RETURN_IF_ERROR(err);
-  return rebind;
+  return detail::on_xla_stream(lease[0], call.xla_stream, body);
 }
 
 template <typename Op, typename = void>
@@ -223,12 +232,9 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   std::atomic<int64_t> next{0};
   if (inline_on_xla) {
     // One lane: no fork/join and no thread hop; the lane's handles run on XLA's stream.
-    Lane& lane = lease[0];
-    JCM_RETURN_IF_ERROR(lane.bind(call.xla_stream));
-    ffi::Error err = run_unit(context_for(0), 0, next);
-    ffi::Error rebind = lane.bind(lane.stream());
-    JCM_RETURN_IF_ERROR(err);
-    return rebind;
+    return detail::on_xla_stream(lease[0], call.xla_stream, [&](const LaneContext& ctx) {
+      return run_unit(ctx, 0, next);
+    });
   }
 
   // Fork: every lane waits for what XLA enqueued before this call (the inputs).

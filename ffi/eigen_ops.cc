@@ -316,8 +316,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_syevd, jcm::syevd_handler,
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("lower")
                                   .Attr<int32_t>("jacobi")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geev, jcm::geev_handler,
                               JCM_SOLVER_CTX
@@ -327,5 +326,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_geev, jcm::geev_handler,
                                   .Ret<xla::ffi::AnyBuffer>()              // right eigenvectors
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("compute_right_eigenvectors")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);

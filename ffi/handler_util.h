@@ -21,6 +21,9 @@
       .Ctx<xla::ffi::ScratchAllocator>()             \
       .Ctx<xla::ffi::DeviceOrdinal>()
 
+// ... and ends with the strategy attributes every solver handler takes last (call_config).
+#define JCM_STRATEGY_ATTRS .Attr<int32_t>("strategy").Attr<int32_t>("lanes")
+
 namespace jcm {
 
 inline ffi::ErrorOr<Strategy> parse_strategy(int32_t strategy, int32_t lanes, const char* op) {

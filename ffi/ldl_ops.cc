@@ -192,8 +192,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_sytrf, jcm::sytrf_handler,
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // pivots
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("lower")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_sytrs, jcm::sytrs_handler,
                               JCM_SOLVER_CTX
@@ -203,5 +202,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_sytrs, jcm::sytrs_handler,
                                   .Ret<xla::ffi::AnyBuffer>()              // x
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
                                   .Attr<int32_t>("lower")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);

@@ -203,8 +203,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrf, jcm::getrf_handler,
                                   .Ret<xla::ffi::AnyBuffer>()                // lu
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // info
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs, jcm::getrs_handler,
                               JCM_SOLVER_CTX
@@ -214,5 +213,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs, jcm::getrs_handler,
                                   .Ret<xla::ffi::AnyBuffer>()                // x
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // info
                                   .Attr<int32_t>("trans")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);

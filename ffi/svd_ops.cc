@@ -335,8 +335,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_gesvd, jcm::gesvd_handler,
                                   .Attr<int32_t>("full_matrices")
                                   .Attr<int32_t>("compute_uv")
                                   .Attr<int32_t>("transposed")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_gesvdj, jcm::gesvdj_handler,
                               JCM_SOLVER_CTX
@@ -347,5 +346,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_gesvdj, jcm::gesvdj_handler,
                                   .RemainingRets()                         // u, v if compute_uv
                                   .Attr<int32_t>("econ")
                                   .Attr<int32_t>("compute_uv")
-                                  .Attr<int32_t>("strategy")
-                                  .Attr<int32_t>("lanes"));
+                                  JCM_STRATEGY_ATTRS);

@@ -280,9 +280,8 @@ def inv(a, *, strategy=None, lanes=None):
     if (_config.resolve(strategy, lanes)[0] == "auto"
             and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
         # Measured: JAX's own is fastest here (strategy.py). Its GPU getrf gives finite
-        # numbers for NaN input (see nan_for_nonfinite_input): NaN in, NaN out, as every path.
-        bad = jnp.any(jnp.isnan(a), axis=(-2, -1))[..., None, None]
-        return jnp.where(bad, jnp.array(np.nan, a.dtype), jnp.linalg.inv(a))
+        # numbers for NaN input: the guard every GPU path of this package has.
+        return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)])(a)[0]
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)
 
