@@ -373,7 +373,8 @@ def norm(x, ord=None, axis=None, keepdims=False, *, strategy=None, lanes=None):
 def cond(x, p=None, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.cond: norm(x, p) * norm(inv(x), p). p = None or 2: s_max / s_min
     from the SVD; -2: s_min / s_max; other p (square x only): jnp's norms of x and of this
-    package's LU inverse. NaN turns into inf where x holds no NaN (but for p = None / 2, as jnp)."""
+    package's LU inverse. NaN turns into inf where x holds no NaN, for every p: as NumPy and jax
+    0.11 (jax 0.10 left p = None / 2 NaN, e.g. 0 / 0 for a zero matrix)."""
     x = jnp.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"cond: input array must be at least 2D; got shape {x.shape}")
@@ -382,8 +383,8 @@ def cond(x, p=None, *, strategy=None, lanes=None):
     params = dict(strategy=strategy, lanes=lanes)
     if p is None or p == 2:
         s = svdvals(x, **params)
-        return s[..., 0] / s[..., -1]
-    if p == -2:
+        r = s[..., 0] / s[..., -1]
+    elif p == -2:
         s = svdvals(x, **params)
         r = s[..., -1] / s[..., 0]
     else:

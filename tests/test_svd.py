@@ -456,9 +456,14 @@ def test_cond(rng, dtype, p):
     assert rel_err(got, np.linalg.cond(widened(x), p), 0) <= 0.05  # forward error ~ cond * eps
     singular = np.zeros((2, 4, 4), dtype)
     singular[1] = np.eye(4)
-    got, ref = np.asarray(cond(singular, p)), np.asarray(jnp.linalg.cond(singular, p))
+    # NumPy's convention (jax 0.11's too; jax 0.10 gave NaN for p = None / 2): a singular x
+    # without NaN has cond inf, never NaN.
+    with np.errstate(all="ignore"):
+        ref = np.linalg.cond(singular, p)
+    got = np.asarray(cond(singular, p))
     assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got),
                                                                             np.isinf(ref))
+    assert np.isinf(got[0]) and got[1] == pytest.approx(ref[1])
     if p in (2, None):  # rectangular works for the SVD norms
         r = random_matrix(rng, (6, 4), dtype, "general")
         assert rel_err(cond(r, p), np.linalg.cond(widened(r), p), 0) <= rtol_for(dtype, 6, 100)
@@ -534,8 +539,10 @@ def test_pipeline_in_jit(rng, strategy):
 @pytest.mark.parametrize("algorithm,m,n", [("jacobi", 24, 20), ("jacobi", 48, 40),
                                           ("qr", 40, 24)])
 def test_stream_semantics_gpu(rng, strategy, lanes, algorithm, m, n):
+    # 8 calls in flight are enough to overlap lanes of consecutive calls; 20 made these the
+    # slowest tests of the GPU suite by far.
     _check_pipeline(rng, strategy, lanes, algorithm, np.float32, batch=64, m=m, n=n,
-                    iterations=20)
+                    iterations=8)
 
 
 def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
