@@ -138,8 +138,10 @@ INV_XLA_MAX_N = 128
 # Batches (>= 2) of matrices up to this n go to JAX's own lowering under `auto`: measured where
 # lanes lose. H100 float32: qr 256x64 JAX 1.84 ms vs 18.2 ms on 8 lanes, 64x128 9.85 vs 10.5 ms
 # (64x256: lanes 5.4x faster); cho_solve (one rhs) 64x512 JAX's two trsm 1.61 ms vs
-# potrsBatched 2.58 ms, 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster).
-XLA_MAX_N = {"geqrf": 128, "orgqr": 128, "potrs": 1024}
+# potrsBatched 2.58 ms, 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster); qr_multiply's
+# ormqr 64x128 (one column) JAX's geqrf + ormqr 7.69 ms vs 28.5 ms with ormqr on 8 lanes, 256x64
+# 1.31 vs 77.4 (64x256: lanes 4.7x faster).
+XLA_MAX_N = {"geqrf": 128, "orgqr": 128, "ormqr": 128, "potrs": 1024}
 # Where `auto` would pick the native batched API on one lane and JAX's own lowering already calls
 # that same API, JAX's lowering is used: same kernels, none of our call overhead (H100 float32
 # lu_factor 64x128: JAX 0.305 ms, our getrfBatched call 0.331 ms, the same cuBLAS routine).
