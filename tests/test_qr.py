@@ -610,8 +610,8 @@ def test_auto_lowering_follows_the_measured_table(monkeypatch, n, ours):
     assert ("cusolver_geqrf" in text) != ours
     # qr_multiply's ormqr with one column follows the same rule (H100: 64x128 JAX 7.7 ms vs
     # 28.5 ms on lanes; 64x256 lanes 4.7x faster).
-    text = _exported_text(lambda a, c: qr_multiply(a, c, mode="left"), [(8, n, n), (8, n, 1)],
-                          np.float32, "cuda")
+    text = exported_text(lambda a, c: qr_multiply(a, c, mode="left"), [(8, n, n), (8, n, 1)],
+                         np.float32, "cuda", TARGETS + ("cusolver_ormqr_ffi",))
     assert ("jcm_geqrf" in text) == ours and ("jcm_ormqr" in text) == ours
 
 
