@@ -1,5 +1,7 @@
 // LDL^T family: Bunch-Kaufman sytrf (legacy 32-bit API) and sytrs (64-bit Xsytrs) as traits for
-// run_looped, and their FFI handlers. Neither has a batched API: every strategy runs on lanes.
+// run_looped, and their FFI handlers. cuSOLVER has no batched LDL^T: the batched strategy runs
+// this project's kernels (ldl_kernels.cu, lower triangle, n <= kLdlKernelMaxN), one launch per
+// chunk; other calls run cuSOLVER on lanes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "driver.h"
 #include "handler_util.h"
 #include "handlers.h"
+#include "ldl_kernels.h"
 #include "solver_api.h"
 
 namespace jcm {
@@ -56,9 +59,11 @@ struct sytrf_traits {
     return ffi::Error::Success();
   }
 
-  bool has_batched() const { return false; }
+  bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n, ipiv + begin * n,
+                                 info + begin));
     return ffi::Error::Success();
   }
 };
@@ -108,9 +113,12 @@ struct sytrs_traits {
     return ffi::Error::Success();
   }
 
-  bool has_batched() const { return false; }
+  bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+  // info stays 0 (prologue): as Xsytrs, a singular D shows as inf/NaN in x.
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(sytrs_lower_batched(ctx.stream, end - begin, n, nrhs, ld + begin * n * n,
+                                 ipiv + begin * n, x + begin * n * nrhs));
     return ffi::Error::Success();
   }
 };

@@ -38,8 +38,11 @@ BATCHED_MAX_N = {
     "geqrf": 32,     # cublas geqrfBatched: small matrices only (to be measured)
     "orgqr": 0,      # no batched API: lanes (orgqr blocks the host: one thread per lane)
     "ormqr": 0,
-    "sytrf": 0,
-    "sytrs": 0,
+    # This project's batched LDL^T kernels (ffi/ldl_kernels.cu; cuSOLVER has none). An estimate
+    # until measured: cuSOLVER's sytrf / Xsytrs host-synchronise (H100 float32 ldl_factor 64x128
+    # 79 ms and ldl_solve 153 ms on 8 lanes, against 0.3 ms for JAX's LU), the kernels do not.
+    "sytrf": 256,
+    "sytrs": 256,
     # cusolverDnXsyevBatched (what JAX 0.11 uses above n = 32) beat Xsyevd on 8 lanes at every
     # size measured (ANCHORS.md: 64x128 vs 29.4 ms looped, 64x512 28.6 vs 198 ms, 16x1024 59.2
     # ms); where lanes take over above this is still to be measured (16x2048, 4x4096).
@@ -53,7 +56,9 @@ BATCHED_MAX_N = {
     "gesvd": 0,
 }
 # Batched APIs that take no larger matrices than this, whatever the strategy says.
-BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32}
+BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "sytrs": 1024}
+# Batched paths that are this project's own kernels: one launch wins even for a single matrix.
+OWN_KERNEL_BATCHED = {"sytrf", "sytrs"}
 # eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
@@ -233,7 +238,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op] and not lanes:
         return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
                     "or faster here (measured)", "heuristic")
-    if batch <= 1:
+    if batch <= 1 and op not in OWN_KERNEL_BATCHED:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "heuristic")
     double = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
@@ -243,9 +248,10 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
                     f"({JAX_USES_SAME_BATCHED_API[op]}) wins here, and JAX's own lowering calls "
                     "it: JAX's lowering, at parity by construction", "heuristic")
     if batched_ok and n <= limit:
+        what = ("this project's batched kernel (one launch for the batch)"
+                if op in OWN_KERNEL_BATCHED else "the native batched API")
         return make("batched", lanes or 1,
-                    f"n={n} <= {limit}: the native batched API beats per-matrix calls here",
-                    "heuristic")
+                    f"n={n} <= {limit}: {what} beats per-matrix calls here", "heuristic")
     want = lanes or _config.DEFAULT_LANES
     why = (f"n={n} > {limit}: per-matrix calls on {min(want, batch)} concurrent lanes"
            if batched_ok else "no batched API for this shape: per-matrix calls on lanes")

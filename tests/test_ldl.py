@@ -575,9 +575,61 @@ def test_cpu_lowering_has_no_ffi_call(rng):
 
 
 def test_explain_knows_the_public_names():
+    # Small n: this project's batched kernels, single matrices included; larger n: cuSOLVER on
+    # lanes; beyond the kernels' limit a request for batched gets lanes too.
     for op, routine in (("ldl_factor", "sytrf"), ("ldl_solve", "sytrs")):
-        choice = jcm.explain(op, (16, 64, 64), np.float32)
-        assert choice.op == routine and choice.strategy == "looped"
+        for shape, want in (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
+                            ((16, 512, 512), "looped")):
+            choice = jcm.explain(op, shape, np.float32)
+            assert choice.op == routine and choice.strategy == want, (shape, str(choice))
+        assert jcm.explain(op, (4, 2048, 2048), np.float32, strategy="batched").strategy == \
+            "looped"
+
+
+# ---------------------------------------------------------------------------------------------
+# The batched kernels (ffi/ldl_kernels.cu) on the GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n", [2, 33, 63, 257, 300])
+@pytest.mark.parametrize("kind", ["indefinite", "zero_diagonal"])
+def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
+    # Sizes around the warp (32) and the block (256 threads); zero diagonals force 2x2 blocks.
+    # The kernel follows LAPACK ?sytf2 step by step: below LAPACK's block size (64) the pivots
+    # are LAPACK's own exactly; above, the factor must reconstruct A and solve like NumPy.
+    a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
+    ld, pivots = ldl_factor(a, strategy="batched")
+    check_factorization(a, ld, pivots, dtype)
+    if n < 64:
+        sytrf = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=np.dtype(dtype))[0]
+        for i in range(3):
+            _, piv_ref, info = sytrf(a[i], lower=1)
+            assert info == 0
+            np.testing.assert_array_equal(np.asarray(pivots[i]), piv_ref)
+    for nrhs in (1, 40):  # 40: two blocks of right-hand sides
+        b = _gaussian(rng, (3, n, nrhs), dtype).astype(dtype)
+        x = ldl_solve(ld, pivots, b, strategy="batched")
+        assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
+        # The same factor solved by cuSOLVER on lanes.
+        x_lanes = ldl_solve(ld, pivots, b, strategy="looped")
+        assert rel_err(x, x_lanes) <= solve_tolerance(a, dtype)
+
+
+@requires_gpu
+def test_batched_kernel_zero_column_and_large_n_fallback(rng):
+    # A zero column: D(k, k) = 0 with no interchange, as LAPACK (info > 0 is not an error).
+    # Diagonally dominant: no interchange anywhere, so column 5 is still zero at step 5.
+    a = symmetric(rng, (2, 40, 40), np.float64) + 200 * np.eye(40)
+    a[1, 5, :] = a[1, :, 5] = 0
+    ld, pivots = ldl_factor(a, strategy="batched")
+    assert np.asarray(pivots)[1, 5] == 6 and np.asarray(ld)[1, 5, 5] == 0
+    check_factorization(a, ld, pivots, np.float64)
+    # Beyond the kernels' n the batched request runs cuSOLVER on lanes (C++ falls back).
+    a = symmetric(rng, (2, 1030, 1030), np.float32).astype(np.float32)
+    ld, pivots = ldl_factor(a, strategy="batched")
+    check_factorization(a, ld, pivots, np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
