@@ -1,7 +1,9 @@
 // Cholesky (potrf, potrs) and QR (geqrf, orgqr/ungqr, ormqr/unmqr) as traits for run_looped.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "batch_kernels.h"
@@ -62,11 +64,23 @@ struct potrf_traits {
 
 // Right-looking blocked Cholesky of the whole batch on XLA's stream. Per block column: the
 // diagonal blocks of every matrix by one potrfBatched, the panels beside them by one trsmBatched,
-// and every trailing matrix by one strided-batched GEMM (the full square: cuBLAS has no batched
-// syrk; the triangle not asked for is garbage, and Python zeroes it as for every strategy). The
-// GEMMs hold most of the flops and run the whole batch in one call: what one potrf per matrix
-// cannot do at large n. Full precision: the handles' default math mode (no TF32).
+// and the trailing matrices by strided-batched GEMMs, one per block column of the trailing
+// matrix, each only from the diagonal down (up, for upper): cuBLAS has no batched syrk, and a
+// single GEMM over the whole square would do twice the flops. What lies outside the triangle
+// asked for is garbage, and Python zeroes it as for every strategy. The GEMMs hold most of the
+// flops and run the whole batch per call: what one potrf per matrix cannot do at large n. Full
+// precision: the handles' default math mode (no TF32).
 inline constexpr int64_t kCholeskyBlock = 256;
+
+// The block size: kCholeskyBlock, or JCM_CHOLESKY_BLOCK (32..1024) to measure others.
+inline int64_t cholesky_block() {
+  static const int64_t block = [] {
+    const char* env = std::getenv("JCM_CHOLESKY_BLOCK");
+    int64_t value = env ? std::atoll(env) : 0;
+    return value >= 32 && value <= 1024 ? value : kCholeskyBlock;
+  }();
+  return block;
+}
 
 template <typename T>
 ffi::Error potrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
@@ -84,8 +98,9 @@ ffi::Error potrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   const T one = scalar_of<T>(1), minus_one = scalar_of<T>(-1);
   return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
     JCM_CUDA(cudaMemsetAsync(op.info, 0, batch * sizeof(int), ctx.stream));
-    for (int64_t j = 0; j < n; j += kCholeskyBlock) {
-      const int64_t jb = std::min(kCholeskyBlock, n - j), rest = n - j - jb;
+    const int64_t nb = cholesky_block();
+    for (int64_t j = 0; j < n; j += nb) {
+      const int64_t jb = std::min(nb, n - j), rest = n - j - jb;
       T* diag = op.a + j + j * n;  // column-major: element (j, j)
       JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, diag_ptrs, diag, n * n, batch));
       JCM_CUSOLVER(routine_name<T>("cusolverDn", "potrfBatched"),
@@ -101,13 +116,20 @@ ffi::Error potrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                      ctx.blas, lower ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT, op.uplo,
                      CUBLAS_OP_C, CUBLAS_DIAG_NON_UNIT, lower ? rest : jb, lower ? jb : rest,
                      &one, diag_ptrs, n, panel_ptrs, n, batch));
-      // The trailing matrix: A22 -= L21 L21^H (lower) or U12^H U12 (upper).
+      // The trailing matrix, block column c (width w) at a time: lower, its rows c.. of
+      // A22 -= L21 L21^H; upper, its rows ..c+w of A22 -= U12^H U12.
       T* trailing = diag + jb + jb * n;
-      JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
-                 solver_api<T>::gemm_strided_batched(
-                     ctx.blas, lower ? CUBLAS_OP_N : CUBLAS_OP_C, lower ? CUBLAS_OP_C : CUBLAS_OP_N,
-                     rest, rest, jb, &minus_one, panel, n, n * n, panel, n, n * n, &one, trailing,
-                     n, n * n, batch));
+      for (int64_t c = 0; c < rest; c += nb) {
+        const int64_t w = std::min(nb, rest - c);
+        const int64_t rows = lower ? rest - c : c + w;
+        JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
+                   solver_api<T>::gemm_strided_batched(
+                       ctx.blas, lower ? CUBLAS_OP_N : CUBLAS_OP_C,
+                       lower ? CUBLAS_OP_C : CUBLAS_OP_N, rows, w, jb, &minus_one,
+                       lower ? panel + c : panel, n, n * n, lower ? panel + c : panel + c * n, n,
+                       n * n, &one, lower ? trailing + c + c * n : trailing + c * n, n, n * n,
+                       batch));
+      }
     }
     return ffi::Error::Success();
   });
