@@ -11,6 +11,7 @@
 #include "driver.h"
 #include "handler_util.h"
 #include "handlers.h"
+#include "qr_kernels.h"
 #include "solver_api.h"
 
 namespace jcm {
@@ -213,24 +214,11 @@ struct geqrf_traits {
                                       static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
     return ffi::Error::Success();
   }
-  bool has_batched() const { return true; }
-  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
-    return 2 * count * sizeof(T*);
-  }
-  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
-    int64_t count = end - begin;
-    T** a_ptrs = static_cast<T**>(work);
-    T** tau_ptrs = a_ptrs + count;
-    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, a_ptrs, a + begin * m * n, m * n, count));
-    JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, tau_ptrs, tau + begin * k(), k(), count));
-    int host_info = 0;
-    JCM_CUBLAS(routine_name<T>("cublas", "geqrfBatched"),
-               solver_api<T>::geqrf_batched(ctx.blas, m, n, a_ptrs, m, tau_ptrs, &host_info,
-                                            count));
-    if (host_info != 0) {
-      return invalid_argument(routine_name<T>("cublas", "geqrfBatched") +
-                              ": illegal argument " + std::to_string(-host_info));
-    }
+  // The batched strategy: this project's ?geqr2 kernel (qr_kernels.cu), one launch per chunk.
+  bool has_batched() const { return n <= kQrKernelMaxN; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(geqr2_batched(ctx.stream, end - begin, m, n, a + begin * m * n, tau + begin * k()));
     return ffi::Error::Success();
   }
 };
@@ -266,9 +254,12 @@ struct orgqr_traits {
                                       static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
     return ffi::Error::Success();
   }
-  bool has_batched() const { return false; }
+  // The batched strategy: this project's ?org2r kernel (qr_kernels.cu), one launch per chunk.
+  bool has_batched() const { return n <= kQrKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(cudaMemsetAsync(info + begin, 0, (end - begin) * sizeof(int), ctx.stream));
+    JCM_CUDA(org2r_batched(ctx.stream, end - begin, m, n, k, a + begin * m * n, tau + begin * k));
     return ffi::Error::Success();
   }
 };

@@ -1,6 +1,6 @@
 #include "ldl_kernels.h"
 
-#include <cuda/std/complex>
+#include "kernel_util.cuh"
 
 #include <climits>
 #include <cmath>
@@ -10,27 +10,7 @@ namespace jcm {
 
 namespace {
 
-template <typename T>
-struct device_type {
-  using type = T;
-};
-template <>
-struct device_type<cuComplex> {
-  using type = cuda::std::complex<float>;
-};
-template <>
-struct device_type<cuDoubleComplex> {
-  using type = cuda::std::complex<double>;
-};
-
-template <typename T>
-struct real_of {
-  using type = T;
-};
-template <typename R>
-struct real_of<cuda::std::complex<R>> {
-  using type = R;
-};
+using namespace kernel;
 
 // LAPACK's pivot magnitude: |x| for real, |re| + |im| (CABS1) for complex.
 __device__ inline float abs1(float x) { return fabsf(x); }
@@ -39,20 +19,6 @@ template <typename R>
 __device__ inline R abs1(cuda::std::complex<R> x) {
   return abs(x.real()) + abs(x.imag());
 }
-
-__device__ inline float shfl_down(float v, int offset) {
-  return __shfl_down_sync(0xffffffffu, v, offset);
-}
-__device__ inline double shfl_down(double v, int offset) {
-  return __shfl_down_sync(0xffffffffu, v, offset);
-}
-template <typename R>
-__device__ inline cuda::std::complex<R> shfl_down(cuda::std::complex<R> v, int offset) {
-  return {shfl_down(v.real(), offset), shfl_down(v.imag(), offset)};
-}
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 
 // The largest abs1(x[i * stride]) over i in [begin, end) and its first index, on every thread
 // of the block (LAPACK's i?amax: ties go to the smallest index; NaN never wins). An empty range

@@ -38,7 +38,6 @@ struct solver_api;
     static constexpr auto potrs_batched = cusolverDn##L##potrsBatched;              \
     static constexpr auto geqrf_buffer_size = cusolverDn##L##geqrf_bufferSize;      \
     static constexpr auto geqrf = cusolverDn##L##geqrf;                             \
-    static constexpr auto geqrf_batched = cublas##L##geqrfBatched;                  \
     static constexpr auto orgqr_buffer_size = cusolverDn##L##ORG##_bufferSize;      \
     static constexpr auto orgqr = cusolverDn##L##ORG;                               \
     static constexpr auto ormqr_buffer_size = cusolverDn##L##ORM##_bufferSize;      \

@@ -117,6 +117,53 @@ def check_abs_diag(r, a, dtype):
 
 
 # ---------------------------------------------------------------------------------------------
+# The batched QR kernels (ffi/qr_kernels.cu) on the GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", [(3, 2, 2), (3, 33, 33), (2, 300, 40), (2, 40, 300),
+                                   (2, 257, 257), (1, 64, 64)], ids=ids)
+def test_batched_kernels_match_lapack(rng, dtype, shape):
+    # Sizes around the warp (32) and the block (256 threads), tall and wide, a single matrix.
+    # The kernels follow LAPACK ?geqr2 / ?org2r: the raw factor, the taus and Q agree with
+    # SciPy's LAPACK (blocked for large n: the same reflectors up to rounding).
+    a = random_matrix(rng, shape, dtype, "general")
+    q, r = qr(a, strategy="batched")
+    check_qr(a, q, r, "reduced", dtype)
+    h, taus = qr(a, mode="raw", strategy="batched")
+    geqrf = scipy.linalg.lapack.get_lapack_funcs(("geqrf",), dtype=np.dtype(dtype))[0]
+    tol = rtol_for(dtype, max(shape[-2:]), condition_number(a))
+    for i in range(shape[0]):
+        h_ref, taus_ref, _, info = geqrf(np.asarray(a[i]))
+        assert info == 0
+        assert rel_err(np.swapaxes(np.asarray(h[i]), -1, -2), h_ref) <= tol
+        assert rel_err(np.asarray(taus[i]), taus_ref, 1) <= tol
+    # householder_product with the kernel against JAX's own, on the same reflectors.
+    m, n = shape[-2:]
+    k = min(m, n)
+    hh = jnp.swapaxes(h, -1, -2)[..., :, :k]
+    q_kernel = householder_product(hh, taus, strategy="batched")
+    assert rel_err(q_kernel, jax.lax.linalg.householder_product(hh, taus)) <= tol
+
+
+@requires_gpu
+def test_batched_kernels_zero_column_and_large_n_fallback(rng):
+    # A zero column below the diagonal and on it: tau = 0, H = I, as LAPACK.
+    a = random_matrix(rng, (2, 12, 8), np.float64, "general")
+    a[1, :, 3] = 0
+    h, taus = qr(a, mode="raw", strategy="batched")
+    assert np.asarray(taus)[1, 3] == 0
+    q, r = qr(a, strategy="batched")
+    check_qr(a, q, r, "reduced", np.float64)
+    # Beyond the kernels' n the batched request runs cuSOLVER on lanes (C++ falls back).
+    a = random_matrix(rng, (2, 1030, 1030), np.float32, "general")
+    q, r = qr(a, strategy="batched")
+    check_qr(a, q, r, "reduced", np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
 # qr
 # ---------------------------------------------------------------------------------------------
 
