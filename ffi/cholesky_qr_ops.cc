@@ -302,9 +302,14 @@ struct ormqr_traits {
                                       static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
     return ffi::Error::Success();
   }
-  bool has_batched() const { return false; }
+  // The batched strategy: this project's ?orm2r kernel (qr_kernels.cu), one launch per chunk.
+  bool has_batched() const { return (side == CUBLAS_SIDE_LEFT ? n : m) <= kQrKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(cudaMemsetAsync(info + begin, 0, (end - begin) * sizeof(int), ctx.stream));
+    JCM_CUDA(orm2r_batched(ctx.stream, end - begin, side == CUBLAS_SIDE_LEFT,
+                           trans != CUBLAS_OP_N, m, n, k, a + begin * rows_a() * k,
+                           tau + begin * k, c + begin * m * n));
     return ffi::Error::Success();
   }
 };

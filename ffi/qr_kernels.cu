@@ -129,6 +129,58 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block per product, LAPACK ?orm2r / ?unm2r: H(i) (tau conjugated for the adjoint) applied
+// in turn to C(i:m, :) from the left or C(:, i:n) from the right, in the order that makes op(Q).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    orm2r_kernel(bool left, bool adjoint, int m, int n, int k, int lda, const T* a_all,
+                 const T* tau_all, T* c_all) {
+  extern __shared__ unsigned char shared_raw[];
+  T* u = reinterpret_cast<T*>(shared_raw);  // one entry per column (left) or row (right) of C
+  const T* a = a_all + static_cast<int64_t>(blockIdx.x) * lda * k;
+  const T* tau = tau_all + static_cast<int64_t>(blockIdx.x) * k;
+  T* c = c_all + static_cast<int64_t>(blockIdx.x) * m * n;
+  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * lda]; };
+  auto C = [&](int i, int j) -> T& { return c[i + static_cast<int64_t>(j) * m]; };
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const bool forward = left == adjoint;  // Q^H C and C Q apply H(1) first
+  for (int step = 0; step < k; ++step) {
+    const int i = forward ? step : k - 1 - step;
+    const T t = adjoint ? conj_of(tau[i]) : tau[i];
+    auto v = [&](int r) -> T { return r == i ? T(1) : A(r, i); };  // v_r for r >= i
+    if (left) {  // C(i:m, :) -= t v (v^H C(i:m, :))
+      for (int j = warp; j < n; j += kWarps) {
+        T s = T(0);
+        for (int r = i + lane; r < m; r += 32) s += conj_of(v(r)) * C(r, j);
+        s = warp_sum(s);
+        if (lane == 0) u[j] = s;
+      }
+      __syncthreads();
+      const int rows = m - i;
+      const int64_t total = static_cast<int64_t>(rows) * n;
+      for (int64_t e = tid; e < total; e += blockDim.x) {
+        const int r = i + static_cast<int>(e % rows), j = static_cast<int>(e / rows);
+        C(r, j) -= t * v(r) * u[j];
+      }
+    } else {  // C(:, i:n) -= t (C(:, i:n) v) v^H
+      for (int r = warp; r < m; r += kWarps) {
+        T s = T(0);
+        for (int j = i + lane; j < n; j += 32) s += C(r, j) * v(j);
+        s = warp_sum(s);
+        if (lane == 0) u[r] = s;
+      }
+      __syncthreads();
+      const int cols = n - i;
+      const int64_t total = static_cast<int64_t>(m) * cols;
+      for (int64_t e = tid; e < total; e += blockDim.x) {
+        const int r = static_cast<int>(e % m), j = i + static_cast<int>(e / m);
+        C(r, j) -= t * u[r] * conj_of(v(j));
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -157,10 +209,29 @@ cudaError_t org2r_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t orm2r_batched(cudaStream_t stream, int64_t count, bool left, bool adjoint, int64_t m,
+                          int64_t n, int64_t k, const T* a, const T* tau, T* c) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || m <= 0 || n <= 0 || k <= 0) return cudaSuccess;
+  const int64_t lda = left ? m : n, other = left ? n : m;
+  if (other > kQrKernelMaxN || k > lda || m > INT32_MAX / n || lda > INT32_MAX / k ||
+      count > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  orm2r_kernel<D><<<static_cast<unsigned>(count), kThreads, other * sizeof(D), stream>>>(
+      left, adjoint, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+      static_cast<int>(lda), reinterpret_cast<const D*>(a), reinterpret_cast<const D*>(tau),
+      reinterpret_cast<D*>(c));
+  return cudaGetLastError();
+}
+
 #define JCM_QR_KERNELS(T)                                                                     \
   template cudaError_t geqr2_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, T*, T*);    \
   template cudaError_t org2r_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, T*, \
-                                        const T*);
+                                        const T*);                                           \
+  template cudaError_t orm2r_batched<T>(cudaStream_t, int64_t, bool, bool, int64_t, int64_t,  \
+                                        int64_t, const T*, const T*, T*);
 JCM_QR_KERNELS(float)
 JCM_QR_KERNELS(double)
 JCM_QR_KERNELS(cuComplex)

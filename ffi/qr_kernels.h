@@ -25,4 +25,12 @@ template <typename T>
 cudaError_t org2r_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t n, int64_t k,
                           T* a, const T* tau);
 
+// C := op(Q) C (left) or C op(Q) (right) in place, Q = H(1) ... H(k) given by k reflectors
+// (a: r x k column-major, r = m on the left, n on the right), as LAPACK ?orm2r / ?unm2r;
+// op(Q) = Q^H if `adjoint` (Q^T for real). C is m x n, column-major; the dimension of C that
+// the reflectors do not run along (n on the left, m on the right) must be <= kQrKernelMaxN.
+template <typename T>
+cudaError_t orm2r_batched(cudaStream_t stream, int64_t count, bool left, bool adjoint, int64_t m,
+                          int64_t n, int64_t k, const T* a, const T* tau, T* c);
+
 }  // namespace jcm

@@ -35,12 +35,12 @@ BATCHED_MAX_N = {
     # 16x2048 7.63 ms vs 6.08 ms.
     "potrf": 1024,
     "potrs": 1024,   # potrsBatched takes one right-hand side only; more go to lanes / XLA
-    # The batched strategy for geqrf / orgqr is this project's ?geqr2 / ?org2r kernels
-    # (ffi/qr_kernels.cu, n <= 1024); under auto, batches up to n = 128 go to JAX's lowering
-    # (XLA_MAX_N) until the kernels are measured against it.
+    # The batched strategy for geqrf / orgqr / ormqr is this project's ?geqr2 / ?org2r / ?orm2r
+    # kernels (ffi/qr_kernels.cu, n <= 1024); under auto, batches up to n = 128 go to JAX's
+    # lowering (XLA_MAX_N) until the kernels are measured against it.
     "geqrf": 32,
     "orgqr": 32,     # else lanes (orgqr blocks the host: one thread per lane)
-    "ormqr": 0,
+    "ormqr": 32,
     # This project's batched LDL^T kernels (ffi/ldl_kernels.cu; cuSOLVER has none). An estimate
     # until measured: cuSOLVER's sytrf / Xsytrs host-synchronise (H100 float32 ldl_factor 64x128
     # 79 ms and ldl_solve 153 ms on 8 lanes, against 0.3 ms for JAX's LU), the kernels do not.
@@ -60,9 +60,9 @@ BATCHED_MAX_N = {
 }
 # Batched APIs that take no larger matrices than this, whatever the strategy says.
 BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "sytrs": 1024, "geqrf": 1024,
-                     "orgqr": 1024}
+                     "orgqr": 1024, "ormqr": 1024}
 # Batched paths that are this project's own kernels: one launch wins even for a single matrix.
-OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr"}
+OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr"}
 # eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.

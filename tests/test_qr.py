@@ -146,6 +146,13 @@ def test_batched_kernels_match_lapack(rng, dtype, shape):
     hh = jnp.swapaxes(h, -1, -2)[..., :, :k]
     q_kernel = householder_product(hh, taus, strategy="batched")
     assert rel_err(q_kernel, jax.lax.linalg.householder_product(hh, taus)) <= tol
+    # ormqr with the kernel, every side and transpose, against JAX's on the same reflectors.
+    for left in (True, False):
+        for transpose in (False, True):
+            c = random_matrix(rng, (shape[0], m, 3) if left else (shape[0], 3, m), dtype)
+            got = ormqr(hh, taus, c, left=left, transpose=transpose, strategy="batched")
+            want = jax.lax.linalg.ormqr(hh, taus, c, left=left, transpose=transpose)
+            assert rel_err(got, want) <= tol, (left, transpose)
 
 
 @requires_gpu

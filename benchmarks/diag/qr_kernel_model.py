@@ -1,6 +1,6 @@
-"""NumPy model of ffi/qr_kernels.cu (same steps, same order, sequential): ?geqr2 and ?org2r /
-?ung2r, checked against LAPACK ?geqrf / ?orgqr / ?ungqr from SciPy before the kernels first ran
-on a GPU. Run: python benchmarks/diag/qr_kernel_model.py"""
+"""NumPy model of ffi/qr_kernels.cu (same steps, same order, sequential): ?geqr2, ?org2r /
+?ung2r and ?orm2r / ?unm2r, checked against LAPACK ?geqrf / ?orgqr / ?ungqr / ?ormqr / ?unmqr
+from SciPy before the kernels first ran on a GPU. Run: python benchmarks/diag/qr_kernel_model.py"""
 import numpy as np
 import scipy.linalg.lapack as lapack
 
@@ -55,6 +55,26 @@ def org2r(A, tau):
     return A
 
 
+def orm2r(a, tau, c, left, adjoint):
+    c = c.copy()
+    m, n = c.shape
+    k = len(tau)
+    forward = left == adjoint
+    for step in range(k):
+        i = step if forward else k - 1 - step
+        t = np.conj(tau[i]) if adjoint else tau[i]
+        v = a[:, i].copy()
+        v[:i] = 0
+        v[i] = 1
+        if left:
+            u = np.conj(v[i:]) @ c[i:, :]
+            c[i:, :] -= t * np.outer(v[i:], u)
+        else:
+            u = c[:, i:] @ v[i:]
+            c[:, i:] -= t * np.outer(u, np.conj(v[i:]))
+    return c
+
+
 rng = np.random.default_rng(0)
 worst = 0.0
 for trial in range(40):
@@ -76,5 +96,20 @@ for trial in range(40):
             q_ref, _, _ = orgqr(qr_ref, tau_ref)
             q = org2r(qr, tau)
             worst = max(worst, np.abs(q - q_ref).max())
-print("worst difference from LAPACK geqrf / orgqr (float64 / complex128):", worst)
+for trial in range(30):
+    r, p = (int(v) for v in rng.integers(1, 15, 2))
+    k = int(rng.integers(1, r + 1))
+    for dtype in (np.float64, np.complex128):
+        a = rng.standard_normal((r, k)) + (1j * rng.standard_normal((r, k)) if dtype == np.complex128 else 0)
+        geqrf = lapack.get_lapack_funcs(("geqrf",), dtype=np.dtype(dtype))[0]
+        h, tau, _, _ = geqrf(a)
+        name = "unmqr" if dtype == np.complex128 else "ormqr"
+        ormqr = lapack.get_lapack_funcs((name,), dtype=np.dtype(dtype))[0]
+        for left in (True, False):
+            for adjoint in (False, True):
+                c = rng.standard_normal((r, p) if left else (p, r)).astype(dtype)
+                trans = ("C" if dtype == np.complex128 else "T") if adjoint else "N"
+                ref, _, _ = ormqr("L" if left else "R", trans, h, tau, c, max(1, 64 * r))
+                worst = max(worst, np.abs(orm2r(h, tau, c, left, adjoint) - ref).max())
+print("worst difference from LAPACK geqrf / orgqr / ormqr (float64 / complex128):", worst)
 assert worst < 1e-12
