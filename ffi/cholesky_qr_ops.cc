@@ -237,7 +237,8 @@ struct orgqr_traits {
   int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
   ffi::Error prologue(cudaStream_t stream) const {
     JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
-    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    // Zero for the batched kernels (which report nothing) and an empty batch alike.
+    JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
   std::string workspace_key() const { return shape_key<T>({m, n, k}); }
@@ -258,7 +259,6 @@ struct orgqr_traits {
   bool has_batched() const { return n <= kQrKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    JCM_CUDA(cudaMemsetAsync(info + begin, 0, (end - begin) * sizeof(int), ctx.stream));
     JCM_CUDA(org2r_batched(ctx.stream, end - begin, m, n, k, a + begin * m * n, tau + begin * k));
     return ffi::Error::Success();
   }
@@ -282,7 +282,8 @@ struct ormqr_traits {
   int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
   ffi::Error prologue(cudaStream_t stream) const {
     JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, c, c_in, c_bytes));
-    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    // Zero for the batched kernel (which reports nothing) and an empty batch alike.
+    JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
     return ffi::Error::Success();
   }
   std::string workspace_key() const { return shape_key<T>({m, n, k, side, trans}); }
@@ -306,7 +307,6 @@ struct ormqr_traits {
   bool has_batched() const { return (side == CUBLAS_SIDE_LEFT ? n : m) <= kQrKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    JCM_CUDA(cudaMemsetAsync(info + begin, 0, (end - begin) * sizeof(int), ctx.stream));
     JCM_CUDA(orm2r_batched(ctx.stream, end - begin, side == CUBLAS_SIDE_LEFT,
                            trans != CUBLAS_OP_N, m, n, k, a + begin * rows_a() * k,
                            tau + begin * k, c + begin * m * n));

@@ -251,10 +251,8 @@ __global__ void __launch_bounds__(kThreads)
         s0 += A(i, k) * B(i, c);
         if (two) s1 += A(i, k - 1) * B(i, c);
       }
-      for (int offset = 16; offset > 0; offset /= 2) {
-        s0 += shfl_down(s0, offset);
-        if (two) s1 += shfl_down(s1, offset);
-      }
+      s0 = warp_sum(s0);
+      if (two) s1 = warp_sum(s1);  // `two` is the same on every lane
       if (lane == 0) {
         B(k, c) -= s0;
         if (two) B(k - 1, c) -= s1;

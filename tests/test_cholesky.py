@@ -714,10 +714,7 @@ def _custom_calls(text, target):
 
 
 @strategy_param
-def test_cuda_lowering_emits_ffi_targets(rng, monkeypatch, strategy):
-    # The CUDA rule calls the FFI only when the extension is loaded; pretend it is (lowering
-    # needs no GPU and no registered target).
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
     # Under auto, these small batches go to JAX's own lowering (potrfBatched / trsm, as JAX):
     # with a lane count given, auto keeps to the FFI.
     kw = dict(strategy=strategy, lanes=2 if strategy == "auto" else None)
@@ -799,7 +796,7 @@ def test_blocked_not_positive_definite_in_a_later_block(rng, dtype):
         check_factor(a[1:2], got[1:2], not upper, dtype)
 
 
-def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, monkeypatch):
+def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, claim_extension):
     import jax_cusolver_ms as jcm
 
     assert jcm.explain("cholesky", (4, 512, 512), np.float32, strategy="blocked").strategy == \
@@ -807,7 +804,6 @@ def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, monkeypatch)
     # Routines without a blocked algorithm run on lanes.
     assert jcm.explain("cho_solve", (4, 512, 512), np.float32, strategy="blocked").strategy == \
         "looped"
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
     a, b = spd(rng, (4, 16, 16), np.float32), random_rhs(rng, (4, 16, 1), np.float32)
     text = _cuda_module_text(lambda a, b: cho_solve(cho_factor(a, strategy="blocked"), b,
                                                     strategy="blocked"), a, b)

@@ -300,9 +300,7 @@ def test_threads_gpu(rng):
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_uses_ffi(claim_extension, strategy, dtype):
     calls = {
         "eig": (lambda a: eig(a, strategy=strategy), 1),
         "eigvals": (lambda a: eigvals(a, strategy=strategy), 0),

@@ -295,9 +295,7 @@ def test_threads_gpu(rng):
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_uses_ffi(claim_extension, strategy, dtype):
     calls = {"eigh": lambda a: eigh(a, strategy=strategy),
              "eigvalsh": lambda a: eigvalsh(a, strategy=strategy),
              "grad": jax.grad(lambda a: jnp.sum(eigvalsh(a, strategy=strategy) ** 3))}

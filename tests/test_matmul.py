@@ -221,8 +221,7 @@ def test_default_precision_uses_tf32_on_gpu(rng):
     (jax.lax.Precision.HIGH, None, np.float32, 1), (None, "float32", np.float32, 0),
     (None, "tensorfloat32", np.complex64, 1), (("highest", "default"), None, np.float32, 0),
     (None, None, np.float64, 0), (None, None, jnp.bfloat16, 0)], ids=ids)
-def test_precision_lowers_to_allow_tf32(monkeypatch, precision, context, dtype, expect):
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_precision_lowers_to_allow_tf32(claim_extension, precision, context, dtype, expect):
     a = jax.ShapeDtypeStruct((8, 8), dtype)
     f = lambda a: jcm.matmul(a, a, precision=precision)
     if context is None:
@@ -441,8 +440,7 @@ def _custom_calls(text):
     return [line for line in text.splitlines() if "custom_call @jcm_matmul(" in line]
 
 
-def test_cuda_lowering_emits_one_call_per_product(monkeypatch):
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_emits_one_call_per_product(claim_extension):
     s = jax.ShapeDtypeStruct
     a, b, c = s((4, 16, 8), np.float32), s((8, 12), np.float32), s((12,), np.float32)
     z = s((3, 4, 8, 16), np.complex64)
@@ -464,8 +462,7 @@ def test_cuda_lowering_emits_one_call_per_product(monkeypatch):
     assert all("transpose" not in l.split("custom_call")[0] for l in lines)
 
 
-def test_cuda_lowering_expands_only_mutually_broadcast_batches(monkeypatch):
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_expands_only_mutually_broadcast_batches(claim_extension):
     s = jax.ShapeDtypeStruct
     text = _cuda_module_text(lambda a, b: jcm.matmul(a, b), s((2, 1, 5, 7), np.float32),
                              s((3, 7, 4), np.float32))
@@ -477,8 +474,7 @@ def test_cuda_lowering_expands_only_mutually_broadcast_batches(monkeypatch):
     assert "tensor<1x5x7xf32>" in line, line  # a batch of 1: stride 0, no copy
 
 
-def test_cuda_lowering_zero_size_makes_no_call(monkeypatch):
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_zero_size_makes_no_call(claim_extension):
     s = jax.ShapeDtypeStruct
     for a, b in (((0, 4), (4, 3)), ((2, 0), (0, 3)), ((2, 3), (3, 0))):
         text = _cuda_module_text(lambda a, b: jcm.matmul(a, b), s(a, np.float32),
@@ -486,8 +482,7 @@ def test_cuda_lowering_zero_size_makes_no_call(monkeypatch):
         assert not _custom_calls(text)
 
 
-def test_cuda_lowering_of_grad_uses_the_ffi(monkeypatch):
-    monkeypatch.setattr(jcm_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_of_grad_uses_the_ffi(claim_extension):
     s = jax.ShapeDtypeStruct
     loss = lambda a, b, c: jnp.sum(jcm.matmul(a, b, bias=c, activation="gelu"))
     text = _cuda_module_text(jax.grad(loss, (0, 1, 2)), s((4, 16, 8), np.float32),

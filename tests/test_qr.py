@@ -23,7 +23,9 @@ from conftest import (
     ALL_STRATEGIES,
     DTYPES,
     condition_number,
+    conj_t,
     exported_text,
+    jit_call,
     param_id,
     random_matrix,
     random_rhs,
@@ -32,7 +34,7 @@ from conftest import (
     rtol_for,
     run_in_threads,
     strategy_grid,
-    wide_dtype,
+    widened,
 )
 
 ids = param_id
@@ -53,26 +55,6 @@ ORMQR_CASES = [(1, 1, 1, ()), (7, 7, 3, ()), (8, 5, 4, (3,)), (6, 2, 1, (2, 2)),
                (0, 0, 2, (2,))]
 
 
-@functools.lru_cache(maxsize=None)
-def _jitted(fn, static):
-    return jax.jit(functools.partial(fn, **dict(static)))
-
-
-def jit_call(fn, *args, **static):
-    """fn(*args, **static) through one cached jit per (fn, static): one compile per shape, not
-    one per op of an eager call (keeps the CPU run of the grids short)."""
-    return _jitted(fn, tuple(sorted(static.items())))(*args)
-
-
-def _h(x):
-    return np.conj(np.swapaxes(x, -1, -2))
-
-
-def _wide(x):
-    x = np.asarray(x)
-    return x.astype(wide_dtype(x.dtype))
-
-
 def _tol(dtype, a):
     return rtol_for(dtype, max(a.shape[-2:], default=1))
 
@@ -90,8 +72,8 @@ def check_qr(a, q, r, mode, dtype):
     assert np.all(np.tril(r, -1) == 0), "R is not upper triangular"
     tol = _tol(dtype, a)
     eye = np.broadcast_to(np.eye(kq), tuple(batch) + (kq, kq))
-    assert rel_err(_h(_wide(q)) @ _wide(q), eye) <= tol, "Q^H Q != I"
-    assert rel_err(_wide(q) @ _wide(r), _wide(a)) <= tol, "Q R != A"
+    assert rel_err(conj_t(widened(q)) @ widened(q), eye) <= tol, "Q^H Q != I"
+    assert rel_err(widened(q) @ widened(r), widened(a)) <= tol, "Q R != A"
 
 
 def raw_to_qr(h, taus, m, n):
@@ -110,7 +92,7 @@ def check_abs_diag(r, a, dtype):
     """|diag R| is unique (for full-rank A): compare with float64 NumPy."""
     if a.size == 0:
         return
-    r_ref = np.linalg.qr(_wide(a), mode="r")
+    r_ref = np.linalg.qr(widened(a), mode="r")
     k = min(a.shape[-2:])
     tol = rtol_for(dtype, max(a.shape[-2:]), condition_number(a))
     assert rel_err(abs_diag(r)[..., :k], abs_diag(r_ref), 1) <= tol, "|diag R| != NumPy's"
@@ -214,9 +196,9 @@ def test_qr_rank_deficient(rng, dtype, kind, strategy):
         check_qr(a, q, r, mode, dtype)
     if kind == "rank1":
         # Only the first column is independent: every later |r_jj| is rounding noise.
-        scale = np.linalg.norm(_wide(a), axis=(-2, -1))[..., None]
+        scale = np.linalg.norm(widened(a), axis=(-2, -1))[..., None]
         assert np.all(abs_diag(r)[..., 1:] <= _tol(dtype, a) * scale)
-        first_column = np.linalg.norm(_wide(a)[..., :, 0], axis=-1)
+        first_column = np.linalg.norm(widened(a)[..., :, 0], axis=-1)
         assert rel_err(abs_diag(r)[..., 0], first_column, 1) <= _tol(dtype, a)
 
 
@@ -246,7 +228,7 @@ def test_qr_matches_numpy(rng, dtype, shape):
     tol = rtol_for(dtype, max(shape[-2:]), condition_number(a))
     for mode in ("reduced", "complete"):
         q, r = qr(a, mode)
-        q_np, r_np = np.linalg.qr(_wide(a), mode)
+        q_np, r_np = np.linalg.qr(widened(a), mode)
         assert rel_err(q, q_np) <= tol and rel_err(r, r_np) <= tol, mode
 
 
@@ -264,14 +246,14 @@ def _reflectors(rng, shape, dtype):
 
 def full_q(h, taus):
     """The whole m x m Q = H_1 ... H_k, in float64/complex128 (NumPy, reflector by reflector)."""
-    h, taus = _wide(h), _wide(taus)
+    h, taus = widened(h), widened(taus)
     *batch, m, _ = h.shape
     k = taus.shape[-1]
     q = np.broadcast_to(np.eye(m, dtype=h.dtype), tuple(batch) + (m, m)).copy()
     for i in range(k):
         v = np.tril(h[..., :, i:i + 1], -i - 1)
         v[..., i, 0] = 1
-        q = q - (q @ v) * taus[..., i, None, None] @ _h(v)
+        q = q - (q @ v) * taus[..., i, None, None] @ conj_t(v)
     return q
 
 
@@ -287,7 +269,7 @@ def test_householder_product(rng, dtype, case, strategy):
     assert rel_err(q, full_q(h, taus)[..., :, :n]) <= tol
     assert rel_err(q, q_jax) <= tol
     eye = np.broadcast_to(np.eye(n), h.shape[:-2] + (n, n))
-    assert rel_err(_h(_wide(q)) @ _wide(q), eye) <= tol
+    assert rel_err(conj_t(widened(q)) @ widened(q), eye) <= tol
 
 
 @pytest.mark.parametrize("dtype,case,strategy", strategy_grid(DTYPES, ORMQR_CASES))
@@ -302,8 +284,8 @@ def test_ormqr(rng, dtype, case, strategy, left, transpose):
     out_jax = jit_call(jax.lax.linalg.ormqr, h, taus, c, left=left, transpose=transpose)
     assert out.shape == c.shape and out.dtype == np.dtype(dtype)
     op_q = full_q(h, taus)
-    op_q = _h(op_q) if transpose else op_q
-    ref = op_q @ _wide(c) if left else _wide(c) @ op_q
+    op_q = conj_t(op_q) if transpose else op_q
+    ref = op_q @ widened(c) if left else widened(c) @ op_q
     tol = rtol_for(dtype, max(order, 1))
     assert rel_err(out, ref) <= tol
     assert rel_err(out, out_jax) <= tol
@@ -356,7 +338,7 @@ def test_qr_multiply_is_q_product(rng, dtype, mode, strategy):
     c = random_rhs(rng, (3, 5, 9) if mode == "right" else (3, 6, 5), dtype)
     out, r = jit_call(qr_multiply, a, c, mode=mode, strategy=strategy)
     q, r_ref = jit_call(qr, a, strategy=strategy)
-    ref = _wide(c) @ _wide(q) if mode == "right" else _wide(q) @ _wide(c)
+    ref = widened(c) @ widened(q) if mode == "right" else widened(q) @ widened(c)
     tol = _tol(dtype, a)
     assert rel_err(out, ref) <= tol and rel_err(r, r_ref) <= tol
     out_jax, _ = jit_call(jsl.qr_multiply, a, c, mode=mode)
@@ -641,11 +623,7 @@ def _exported_text(fn, shapes, dtype, platform):
 # "auto" sends these small batches to JAX's own QR (strategy.XLA_MAX_N): tested below.
 @pytest.mark.parametrize("strategy", [s for s in ALL_STRATEGIES if s != "auto"])
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
-    # Exported for CUDA on whatever machine this is; the lowering needs only the extension's
-    # presence (it picks the FFI call), not a GPU, so claim it is there if it is not built.
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_uses_ffi(claim_extension, strategy, dtype):
     for name, (fn, shapes) in _qr_family_calls(strategy).items():
         text = _exported_text(fn, shapes, dtype, "cuda")
         for target in TARGETS:
@@ -655,10 +633,8 @@ def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
 
 
 @pytest.mark.parametrize("n, ours", [(64, False), (256, True)])
-def test_auto_lowering_follows_the_measured_table(monkeypatch, n, ours):
+def test_auto_lowering_follows_the_measured_table(claim_extension, n, ours):
     # Batches of small matrices: JAX's own QR (measured faster); larger n: our lanes.
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
     text = _exported_text(lambda a: qr(a), [(8, n, n)], np.float32, "cuda")
     assert ("jcm_geqrf" in text) == ours and ("jcm_orgqr" in text) == ours
     assert ("cusolver_geqrf" in text) != ours

@@ -602,11 +602,7 @@ def _exported_text(fn, shapes, dtype, platform):
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
-    # Exported for CUDA on whatever machine this is; the lowering needs only the extension's
-    # presence (it picks the FFI call), not a GPU, so claim it is there if it is not built.
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_uses_ffi(claim_extension, strategy, dtype):
     for name, (fn, shapes, expected) in _svd_family_calls(strategy).items():
         text = _exported_text(fn, shapes, dtype, "cuda")
         for target in TARGETS:
@@ -614,9 +610,7 @@ def test_cuda_lowering_uses_ffi(monkeypatch, strategy, dtype):
         assert "cusolver_gesvd" not in text, name  # JAX's own SVD is not used next to ours
 
 
-def test_cuda_lowering_layouts_and_attributes(monkeypatch):
-    if not _ffi.extension_loaded():
-        monkeypatch.setattr(_ffi, "extension_loaded", lambda: True)
+def test_cuda_lowering_layouts_and_attributes(claim_extension):
     # A wide matrix reaches gesvd row-major (A^T column-major) with transposed = 1; a tall one
     # column-major.
     wide = _exported_text(lambda a: svd(a, algorithm="qr"), [(3, 5, 9)], np.float32, "cuda")
