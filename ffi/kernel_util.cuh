@@ -4,6 +4,10 @@
 
 #include <cuComplex.h>
 #include <cuda/std/complex>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
 
 namespace jcm {
 namespace kernel {
@@ -51,11 +55,75 @@ __device__ inline cuda::std::complex<R> shfl_down(cuda::std::complex<R> v, int o
   return {shfl_down(v.real(), offset), shfl_down(v.imag(), offset)};
 }
 
+__device__ inline float shfl_idx(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
+__device__ inline double shfl_idx(double v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
+template <typename R>
+__device__ inline cuda::std::complex<R> shfl_idx(cuda::std::complex<R> v, int lane) {
+  return {shfl_idx(v.real(), lane), shfl_idx(v.imag(), lane)};
+}
+
 // The sum over a warp, on lane 0 (every lane must call).
 template <typename V>
 __device__ inline V warp_sum(V v) {
   for (int offset = 16; offset > 0; offset /= 2) v += shfl_down(v, offset);
   return v;
+}
+
+// The block's dynamic shared memory, aligned for every dtype.
+__device__ inline unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char jcm_dynamic_shared[];
+  return jcm_dynamic_shared;
+}
+
+// Copies a rows x cols column-major matrix between leading dimensions, one warp per column (so
+// global memory is read and written coalesced); the whole block calls, and it ends with a barrier.
+template <typename T>
+__device__ void copy_matrix(T* dst, int ld_dst, const T* src, int ld_src, int rows, int cols) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j = warp; j < cols; j += kWarps) {
+    for (int i = lane; i < rows; i += 32) {
+      dst[i + static_cast<int64_t>(j) * ld_dst] = src[i + static_cast<int64_t>(j) * ld_src];
+    }
+  }
+  __syncthreads();
+}
+
+// Where a kernel keeps its matrix: in shared memory when it fits next to the kernel's own
+// scratch (the kernels are latency-bound: one step per column, each a few dependent passes over
+// the matrix, which shared memory answers several times faster than L2), else in place in
+// global memory. In shared memory the leading dimension is odd, so that a warp walking a row
+// hits distinct banks.
+struct MatrixPlace {
+  int ld_shared = 0;     // 0: in global memory
+  size_t smem_bytes = 0;  // dynamic shared memory of the launch, scratch included
+};
+
+inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
+                                size_t scratch_bytes) {
+  MatrixPlace place{0, scratch_bytes};
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    cudaGetLastError();  // a failed query only means: stay in global memory
+    return place;
+  }
+  const int64_t ld = rows | 1;
+  const size_t tile = static_cast<size_t>(ld) * static_cast<size_t>(cols) * elem_bytes;
+  constexpr size_t kStaticShared = 1024;  // the kernels' own __shared__ arrays (reductions)
+  if (cols > 0 && scratch_bytes + tile + kStaticShared <= static_cast<size_t>(optin)) {
+    place.ld_shared = static_cast<int>(ld);
+    place.smem_bytes = scratch_bytes + tile;
+  }
+  return place;
+}
+
+// Launches above 48 KiB of dynamic shared memory must opt in, per kernel.
+template <typename Kernel>
+cudaError_t allow_shared(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
 }
 
 __device__ inline float conj_of(float x) { return x; }

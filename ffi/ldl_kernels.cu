@@ -57,17 +57,20 @@ __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* 
 
 // One block factors one matrix (column-major, A(i, j) = a[i + j n]), following LAPACK ?sytf2
 // step by step; every thread takes the same pivot decisions from the same shared reads.
+// ld_shared > 0: the matrix is worked on in shared memory (MatrixPlace), after the scratch.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sytrf_lower_kernel(int n, T* a_all, int* ipiv_all, int* info_all) {
+    sytrf_lower_kernel(int n, int ld_shared, T* a_all, int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
-  extern __shared__ unsigned char shared_raw[];
-  T* w = reinterpret_cast<T*>(shared_raw);  // the 2x2 step's multipliers: w[j], w[n + j]
-  T* a = a_all + static_cast<int64_t>(blockIdx.x) * n * n;
+  T* w = reinterpret_cast<T*>(dynamic_shared());  // the 2x2 step's multipliers: w[j], w[n + j]
+  T* a_global = a_all + static_cast<int64_t>(blockIdx.x) * n * n;
   int* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
-  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * n]; };
+  T* a = ld_shared ? w + 2 * n : a_global;
+  const int lda = ld_shared ? ld_shared : n;
+  if (ld_shared) copy_matrix(a, lda, a_global, n, n, n);
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
   const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
-  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   int info = 0;
 
   for (int k = 0; k < n;) {
@@ -80,10 +83,10 @@ __global__ void __launch_bounds__(kThreads)
     if (zero_column) {
       if (info == 0) info = k + 1;
     } else if (!(absakk >= alpha * colmax)) {
-      // Row imax of the trailing matrix: A(imax, k:imax) (stride n), then A(imax+1:n, imax).
+      // Row imax of the trailing matrix: A(imax, k:imax) (stride lda), then A(imax+1:n, imax).
       R rowmax, below;
       int unused;
-      block_argmax(&A(imax, 0), n, k, imax, &rowmax, &unused);
+      block_argmax(&A(imax, 0), lda, k, imax, &rowmax, &unused);
       block_argmax(&A(0, imax), 1, imax + 1, n, &below, &unused);
       rowmax = rowmax > below ? rowmax : below;
       if (absakk >= alpha * colmax * (colmax / rowmax)) {
@@ -124,19 +127,18 @@ __global__ void __launch_bounds__(kThreads)
         }
         __syncthreads();
       }
-      const int rows = n - k - kstep;  // the trailing matrix is rows x rows, from k + kstep
-      if (kstep == 1 && rows > 0) {
-        // A(k+1:n, k+1:n) -= x x^T / D, x = A(k+1:n, k) (lower triangle; no conjugation), then
-        // the column becomes L's: x / D.
+      // The trailing update, one warp per column j of the lower triangle, in ?syr's order
+      // (A(i, j) + x_i (-x_j / D)), then column k (or k, k+1) becomes L's.
+      if (kstep == 1 && k + 1 < n) {
+        // A(k+1:n, k+1:n) -= x x^T / D, x = A(k+1:n, k) (no conjugation: complex symmetric).
         const T r1 = T(1) / A(k, k);
-        const int64_t total = static_cast<int64_t>(rows) * rows;
-        for (int64_t t = tid; t < total; t += nthreads) {
-          const int i = k + 1 + static_cast<int>(t % rows), j = k + 1 + static_cast<int>(t / rows);
-          if (i >= j) A(i, j) -= r1 * A(i, k) * A(j, k);
+        for (int j = k + 1 + warp; j < n; j += kWarps) {
+          const T xj = r1 * A(j, k);
+          for (int i = j + lane; i < n; i += 32) A(i, j) -= A(i, k) * xj;
         }
         __syncthreads();
         for (int i = k + 1 + tid; i < n; i += nthreads) A(i, k) *= r1;
-      } else if (kstep == 2 && rows > 0) {
+      } else if (kstep == 2 && k + 2 < n) {
         // ?sytf2's 2x2 step: the multipliers W = A(k+2:n, k:k+2) D^-1 from the old columns,
         // then A(k+2:n, k+2:n) -= A(:, k:k+2) W^T, then the columns become W.
         T d21 = A(k + 1, k);
@@ -149,10 +151,9 @@ __global__ void __launch_bounds__(kThreads)
           w[n + j] = d21 * (d22 * A(j, k + 1) - A(j, k));
         }
         __syncthreads();
-        const int64_t total = static_cast<int64_t>(rows) * rows;
-        for (int64_t e = tid; e < total; e += nthreads) {
-          const int i = k + 2 + static_cast<int>(e % rows), j = k + 2 + static_cast<int>(e / rows);
-          if (i >= j) A(i, j) -= A(i, k) * w[j] + A(i, k + 1) * w[n + j];
+        for (int j = k + 2 + warp; j < n; j += kWarps) {
+          const T wk = w[j], wkp1 = w[n + j];
+          for (int i = j + lane; i < n; i += 32) A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
         }
         __syncthreads();
         for (int j = k + 2 + tid; j < n; j += nthreads) {
@@ -172,6 +173,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   if (tid == 0) info_all[blockIdx.x] = info;
+  if (ld_shared) copy_matrix(a_global, n, a, lda, n, n);
 }
 
 // Block (matrix, chunk of up to kRhsPerBlock right-hand sides) solves with LAPACK ?sytrs's
@@ -207,10 +209,9 @@ __global__ void __launch_bounds__(kThreads)
     if (p > 0) {
       swap_rows(k, target(p));
       __syncthreads();
-      const int rows = n - k - 1;
-      for (int e = tid; e < rows * cols; e += nthreads) {
-        const int i = k + 1 + e % rows, c = e / rows;
-        B(i, c) -= A(i, k) * B(k, c);
+      for (int c = warp; c < cols; c += kWarps) {
+        const T bk = B(k, c);
+        for (int i = k + 1 + lane; i < n; i += 32) B(i, c) -= A(i, k) * bk;
       }
       __syncthreads();
       for (int c = tid; c < cols; c += nthreads) B(k, c) = B(k, c) / A(k, k);
@@ -219,10 +220,9 @@ __global__ void __launch_bounds__(kThreads)
       if (k + 1 >= n) break;  // a malformed trailing 2x2 pivot: the caller NaNs this item
       swap_rows(k + 1, target(-p));
       __syncthreads();
-      const int rows = n - k - 2;
-      for (int e = tid; e < rows * cols; e += nthreads) {
-        const int i = k + 2 + e % rows, c = e / rows;
-        B(i, c) -= A(i, k) * B(k, c) + A(i, k + 1) * B(k + 1, c);
+      for (int c = warp; c < cols; c += kWarps) {
+        const T bk = B(k, c), bkp1 = B(k + 1, c);
+        for (int i = k + 2 + lane; i < n; i += 32) B(i, c) = B(i, c) - A(i, k) * bk - A(i, k + 1) * bkp1;
       }
       __syncthreads();
       const T akm1k = A(k + 1, k);
@@ -273,8 +273,12 @@ cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kLdlKernelMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
-  sytrf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, 2 * n * sizeof(D), stream>>>(
-      static_cast<int>(n), reinterpret_cast<D*>(a), ipiv, info);
+  const MatrixPlace place = place_matrix(n, n, sizeof(D), 2 * n * sizeof(D));
+  if (cudaError_t err = allow_shared(sytrf_lower_kernel<D>, place.smem_bytes); err != cudaSuccess) {
+    return err;
+  }
+  sytrf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
+      static_cast<int>(n), place.ld_shared, reinterpret_cast<D*>(a), ipiv, info);
   return cudaGetLastError();
 }
 

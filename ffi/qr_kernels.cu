@@ -25,42 +25,41 @@ __device__ double block_sum(double v) {
   return total;
 }
 
-// u[j] = sum over i >= c of conj(v_i) A(i, j) for j in (c, n), with v_c = 1 and v_i = A(i, c)
-// below: one warp per column. Then A(i, j) -= t v_i u[j] for i >= c, j > c (LAPACK ?larf from
-// the left with H = I - t v v^H). Both phases end with a barrier.
+// A(c:m, c+1:n) := H A(c:m, c+1:n) with H = I - t v v^H, v = (1, A(c+1:m, c)) (LAPACK ?larf
+// from the left). Each warp takes whole columns j: u = v^H A(c:m, j), then A(c:m, j) -= (t u) v,
+// so no column waits for another. Ends with a barrier.
 template <typename T>
-__device__ void apply_reflector_left(T* a, int m, int n, int c, T t, T* u) {
-  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * m]; };
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+__device__ void apply_reflector_left(T* a, int lda, int m, int n, int c, T t) {
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int j = c + 1 + warp; j < n; j += kWarps) {
     T s = T(0);
     for (int i = c + 1 + lane; i < m; i += 32) s += conj_of(A(i, c)) * A(i, j);
     s = warp_sum(s);
-    if (lane == 0) u[j] = s + A(c, j);
-  }
-  __syncthreads();
-  const int rows = m - c, cols = n - c - 1;
-  const int64_t total = static_cast<int64_t>(rows) * cols;
-  for (int64_t e = tid; e < total; e += blockDim.x) {
-    const int i = c + static_cast<int>(e % rows), j = c + 1 + static_cast<int>(e / rows);
-    const T v = i == c ? T(1) : A(i, c);
-    A(i, j) -= t * v * u[j];
+    if (lane == 0) s += A(c, j);
+    const T ts = shfl_idx(t * s, 0);
+    if (lane == 0) A(c, j) -= ts;
+    for (int i = c + 1 + lane; i < m; i += 32) A(i, j) -= A(i, c) * ts;
   }
   __syncthreads();
 }
 
 // One block per matrix (column-major m x n), LAPACK ?geqr2: column c gets its reflector from
 // ?larfg (beta = -sign(re alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x / (alpha -
-// beta)), then H(c)^H is applied to the columns right of it.
+// beta)), then H(c)^H is applied to the columns right of it. ld_shared > 0: the matrix is
+// worked on in shared memory (MatrixPlace).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) geqr2_kernel(int m, int n, T* a_all, T* tau_all) {
+__global__ void __launch_bounds__(kThreads)
+    geqr2_kernel(int m, int n, int ld_shared, T* a_all, T* tau_all) {
   using R = typename real_of<T>::type;
-  extern __shared__ unsigned char shared_raw[];
-  T* u = reinterpret_cast<T*>(shared_raw);  // n dot products, then the step's scale and tau
+  T* step = reinterpret_cast<T*>(dynamic_shared());  // the step's scale and tau
   const int k = min(m, n);
-  T* a = a_all + static_cast<int64_t>(blockIdx.x) * m * n;
+  T* a_global = a_all + static_cast<int64_t>(blockIdx.x) * m * n;
   T* tau = tau_all + static_cast<int64_t>(blockIdx.x) * k;
-  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * m]; };
+  T* a = ld_shared ? step + 2 : a_global;
+  const int lda = ld_shared ? ld_shared : m;
+  if (ld_shared) copy_matrix(a, lda, a_global, m, m, n);
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
   const int tid = threadIdx.x;
   for (int c = 0; c < k; ++c) {
     double partial = 0;
@@ -84,15 +83,19 @@ __global__ void __launch_bounds__(kThreads) geqr2_kernel(int m, int n, T* a_all,
         A(c, c) = T(beta);
       }
       tau[c] = t;
-      u[n] = scale;
-      u[n + 1] = t;
+      step[0] = scale;
+      step[1] = t;
     }
     __syncthreads();
-    const T scale = u[n], t = u[n + 1];
+    const T scale = step[0], t = step[1];
     if (t == T(0)) continue;  // H = I: nothing to scale or apply (uniform: a shared read)
     for (int i = c + 1 + tid; i < m; i += blockDim.x) A(i, c) *= scale;
     __syncthreads();
-    apply_reflector_left(a, m, n, c, conj_of(t), u);
+    apply_reflector_left(a, lda, m, n, c, conj_of(t));
+  }
+  if (ld_shared) {
+    __syncthreads();
+    copy_matrix(a_global, m, a, lda, m, n);
   }
 }
 
@@ -100,22 +103,21 @@ __global__ void __launch_bounds__(kThreads) geqr2_kernel(int m, int n, T* a_all,
 // H(c) for c = k-1 .. 0 is applied to the columns right of c, and column c becomes H(c) e_c.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    org2r_kernel(int m, int n, int k, T* a_all, const T* tau_all) {
-  extern __shared__ unsigned char shared_raw[];
-  T* u = reinterpret_cast<T*>(shared_raw);
-  T* a = a_all + static_cast<int64_t>(blockIdx.x) * m * n;
+    org2r_kernel(int m, int n, int k, int ld_shared, T* a_all, const T* tau_all) {
+  T* a_global = a_all + static_cast<int64_t>(blockIdx.x) * m * n;
   const T* tau = tau_all + static_cast<int64_t>(blockIdx.x) * k;
-  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * m]; };
-  const int tid = threadIdx.x;
-  const int64_t unit = static_cast<int64_t>(m) * (n - k);
-  for (int64_t e = tid; e < unit; e += blockDim.x) {
-    const int i = static_cast<int>(e % m), j = k + static_cast<int>(e / m);
-    A(i, j) = i == j ? T(1) : T(0);
+  T* a = ld_shared ? reinterpret_cast<T*>(dynamic_shared()) : a_global;
+  const int lda = ld_shared ? ld_shared : m;
+  if (ld_shared) copy_matrix(a, lda, a_global, m, m, k);  // the reflectors
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int j = k + warp; j < n; j += kWarps) {
+    for (int i = lane; i < m; i += 32) A(i, j) = i == j ? T(1) : T(0);
   }
   __syncthreads();
   for (int c = k - 1; c >= 0; --c) {
     const T t = tau[c];
-    if (c < n - 1) apply_reflector_left(a, m, n, c, t, u);
+    if (c < n - 1) apply_reflector_left(a, lda, m, n, c, t);
     for (int i = tid; i < m; i += blockDim.x) {
       if (i < c) {
         A(i, c) = T(0);
@@ -127,58 +129,49 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
+  if (ld_shared) copy_matrix(a_global, m, a, lda, m, n);
 }
 
 // One block per product, LAPACK ?orm2r / ?unm2r: H(i) (tau conjugated for the adjoint) applied
 // in turn to C(i:m, :) from the left or C(:, i:n) from the right, in the order that makes op(Q).
+// Each warp owns whole columns (left) or rows (right) of C: its dot product with v, then its
+// update, with no barrier between.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    orm2r_kernel(bool left, bool adjoint, int m, int n, int k, int lda, const T* a_all,
-                 const T* tau_all, T* c_all) {
-  extern __shared__ unsigned char shared_raw[];
-  T* u = reinterpret_cast<T*>(shared_raw);  // one entry per column (left) or row (right) of C
+    orm2r_kernel(bool left, bool adjoint, int m, int n, int k, int lda, int ld_shared,
+                 const T* a_all, const T* tau_all, T* c_all) {
   const T* a = a_all + static_cast<int64_t>(blockIdx.x) * lda * k;
   const T* tau = tau_all + static_cast<int64_t>(blockIdx.x) * k;
-  T* c = c_all + static_cast<int64_t>(blockIdx.x) * m * n;
+  T* c_global = c_all + static_cast<int64_t>(blockIdx.x) * m * n;
+  T* c = ld_shared ? reinterpret_cast<T*>(dynamic_shared()) : c_global;
+  const int ldc = ld_shared ? ld_shared : m;
+  if (ld_shared) copy_matrix(c, ldc, c_global, m, m, n);
   auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * lda]; };
-  auto C = [&](int i, int j) -> T& { return c[i + static_cast<int64_t>(j) * m]; };
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  auto C = [&](int i, int j) -> T& { return c[i + static_cast<int64_t>(j) * ldc]; };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool forward = left == adjoint;  // Q^H C and C Q apply H(1) first
   for (int step = 0; step < k; ++step) {
     const int i = forward ? step : k - 1 - step;
     const T t = adjoint ? conj_of(tau[i]) : tau[i];
     auto v = [&](int r) -> T { return r == i ? T(1) : A(r, i); };  // v_r for r >= i
-    if (left) {  // C(i:m, :) -= t v (v^H C(i:m, :))
+    if (left) {  // C(i:m, j) -= (t v^H C(i:m, j)) v
       for (int j = warp; j < n; j += kWarps) {
         T s = T(0);
         for (int r = i + lane; r < m; r += 32) s += conj_of(v(r)) * C(r, j);
-        s = warp_sum(s);
-        if (lane == 0) u[j] = s;
+        const T ts = shfl_idx(t * warp_sum(s), 0);
+        for (int r = i + lane; r < m; r += 32) C(r, j) -= v(r) * ts;
       }
-      __syncthreads();
-      const int rows = m - i;
-      const int64_t total = static_cast<int64_t>(rows) * n;
-      for (int64_t e = tid; e < total; e += blockDim.x) {
-        const int r = i + static_cast<int>(e % rows), j = static_cast<int>(e / rows);
-        C(r, j) -= t * v(r) * u[j];
-      }
-    } else {  // C(:, i:n) -= t (C(:, i:n) v) v^H
+    } else {  // C(r, i:n) -= (t C(r, i:n) v) v^H
       for (int r = warp; r < m; r += kWarps) {
         T s = T(0);
         for (int j = i + lane; j < n; j += 32) s += C(r, j) * v(j);
-        s = warp_sum(s);
-        if (lane == 0) u[r] = s;
-      }
-      __syncthreads();
-      const int cols = n - i;
-      const int64_t total = static_cast<int64_t>(m) * cols;
-      for (int64_t e = tid; e < total; e += blockDim.x) {
-        const int r = static_cast<int>(e % m), j = i + static_cast<int>(e / m);
-        C(r, j) -= t * u[r] * conj_of(v(j));
+        const T ts = shfl_idx(t * warp_sum(s), 0);
+        for (int j = i + lane; j < n; j += 32) C(r, j) -= ts * conj_of(v(j));
       }
     }
     __syncthreads();
   }
+  if (ld_shared) copy_matrix(c_global, m, c, ldc, m, n);
 }
 
 }  // namespace
@@ -189,8 +182,12 @@ cudaError_t geqr2_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t
   using D = typename device_type<T>::type;
   if (count <= 0 || m <= 0 || n <= 0) return cudaSuccess;
   if (n > kQrKernelMaxN || m > INT32_MAX / n || count > INT32_MAX) return cudaErrorInvalidValue;
-  geqr2_kernel<D><<<static_cast<unsigned>(count), kThreads, (n + 2) * sizeof(D), stream>>>(
-      static_cast<int>(m), static_cast<int>(n), reinterpret_cast<D*>(a),
+  const MatrixPlace place = place_matrix(m, n, sizeof(D), 2 * sizeof(D));
+  if (cudaError_t err = allow_shared(geqr2_kernel<D>, place.smem_bytes); err != cudaSuccess) {
+    return err;
+  }
+  geqr2_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
+      static_cast<int>(m), static_cast<int>(n), place.ld_shared, reinterpret_cast<D*>(a),
       reinterpret_cast<D*>(tau));
   return cudaGetLastError();
 }
@@ -203,9 +200,13 @@ cudaError_t org2r_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t
   if (n > kQrKernelMaxN || m > INT32_MAX / n || count > INT32_MAX || k > n || n > m) {
     return cudaErrorInvalidValue;
   }
-  org2r_kernel<D><<<static_cast<unsigned>(count), kThreads, n * sizeof(D), stream>>>(
-      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), reinterpret_cast<D*>(a),
-      reinterpret_cast<const D*>(tau));
+  const MatrixPlace place = place_matrix(m, n, sizeof(D), 0);
+  if (cudaError_t err = allow_shared(org2r_kernel<D>, place.smem_bytes); err != cudaSuccess) {
+    return err;
+  }
+  org2r_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
+      static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), place.ld_shared,
+      reinterpret_cast<D*>(a), reinterpret_cast<const D*>(tau));
   return cudaGetLastError();
 }
 
@@ -219,10 +220,14 @@ cudaError_t orm2r_batched(cudaStream_t stream, int64_t count, bool left, bool ad
       count > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
-  orm2r_kernel<D><<<static_cast<unsigned>(count), kThreads, other * sizeof(D), stream>>>(
+  const MatrixPlace place = place_matrix(m, n, sizeof(D), 0);
+  if (cudaError_t err = allow_shared(orm2r_kernel<D>, place.smem_bytes); err != cudaSuccess) {
+    return err;
+  }
+  orm2r_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
       left, adjoint, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-      static_cast<int>(lda), reinterpret_cast<const D*>(a), reinterpret_cast<const D*>(tau),
-      reinterpret_cast<D*>(c));
+      static_cast<int>(lda), place.ld_shared, reinterpret_cast<const D*>(a),
+      reinterpret_cast<const D*>(tau), reinterpret_cast<D*>(c));
   return cudaGetLastError();
 }
 
