@@ -63,7 +63,13 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   # -P: leave the current folder off sys.path, so the tests import the installed package.
   # Whole suite (no -x: one failure must not hide the others), bounded by TEST_TIMEOUT seconds.
   workers=()
-  if python3 -c "import xdist" 2>/dev/null; then workers=(-n "${PYTEST_WORKERS:-14}"); fi
+  if python3 -c "import xdist" 2>/dev/null; then
+    workers=(-n "${PYTEST_WORKERS:-14}")
+    # One BLAS thread per worker: a dozen processes each spinning 16 OpenBLAS threads over
+    # NumPy's reference checks would fight for 16 cores.
+    export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+    export MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
+  fi
   # Several test processes share the GPU: no up-front claim of most of its memory by each.
   # Verbose (one line per test, with its name) into the log, and every failure's traceback into
   # $OUT/failures.log as it happens (tests/conftest.py): a run that the time limit cuts short

@@ -36,16 +36,20 @@ BATCHED_MAX_N = {
     "potrf": 1024,
     "potrs": 1024,   # potrsBatched takes one right-hand side only; more go to lanes / XLA
     # The batched strategy for geqrf / orgqr / ormqr is this project's ?geqr2 / ?org2r / ?orm2r
-    # kernels (ffi/qr_kernels.cu, n <= 1024); under auto, batches up to n = 128 go to JAX's
-    # lowering (XLA_MAX_N) until the kernels are measured against it.
-    "geqrf": 32,
-    "orgqr": 32,     # else lanes (orgqr blocks the host: one thread per lane)
-    "ormqr": 32,
-    # This project's batched LDL^T kernels (ffi/ldl_kernels.cu; cuSOLVER has none). An estimate
-    # until measured: cuSOLVER's sytrf / Xsytrs host-synchronise (H100 float32 ldl_factor 64x128
-    # 79 ms and ldl_solve 153 ms on 8 lanes, against 0.3 ms for JAX's LU), the kernels do not.
-    "sytrf": 256,
-    "sytrs": 256,
+    # kernels (ffi/qr_kernels.cu, n <= 1024, the matrix in shared memory where it fits). H100
+    # float32 qr (geqrf + orgqr), kernels / JAX / 8 lanes: 64x64 0.30 / 1.57 / 3.4 ms, 64x128
+    # 1.15 / 9.79 / 11.0, 256x64 0.33 / 1.85 / 12.4, 64x256 6.99 / 49.3 / 9.28 (global memory
+    # from here), 16x512 63.3 / 259 / 5.59 (benchmarks/diag/kernel_probe.py, session 5). In
+    # shared memory (n <= 128 here) a launch takes about the same time for any batch up to the
+    # SM count; in global memory it loses to lanes on small batches: the measured table decides.
+    "geqrf": 128,
+    "orgqr": 128,
+    "ormqr": 128,
+    # This project's batched LDL^T kernels (ffi/ldl_kernels.cu; cuSOLVER has none), at every n
+    # they take: cuSOLVER's sytrf / Xsytrs host-synchronise. H100 float32 ldl_factor, kernel /
+    # 8 lanes: 64x64 0.14 / 31.5 ms, 64x128 0.34 / 79.1, 64x256 1.04 / 148; 16x512 kernel 8.6.
+    "sytrf": 1024,
+    "sytrs": 1024,
     # cusolverDnXsyevBatched (what JAX 0.11 uses above n = 32) beat Xsyevd on 8 lanes at every
     # size measured (ANCHORS.md: 64x128 vs 29.4 ms looped, 64x512 28.6 vs 198 ms, 16x1024 59.2
     # ms); where lanes take over above this is still to be measured (16x2048, 4x4096).
@@ -61,8 +65,11 @@ BATCHED_MAX_N = {
 # Batched APIs that take no larger matrices than this, whatever the strategy says.
 BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "sytrs": 1024, "geqrf": 1024,
                      "orgqr": 1024, "ormqr": 1024}
-# Batched paths that are this project's own kernels: one launch wins even for a single matrix.
+# Batched paths that are this project's own kernels.
 OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr"}
+# ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs host-synchronise;
+# a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
+SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs"}
 # eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
@@ -145,17 +152,15 @@ XLA_MIN_NRHS = {"getrs": 8, "potrs": 8}
 # 0.60 ms for our getrf + XLA's triangular solves (64x256 and up: equal or faster here).
 INV_XLA_MAX_N = 128
 # Batches (>= 2) of matrices up to this n go to JAX's own lowering under `auto`: measured where
-# lanes lose. H100 float32: qr 256x64 JAX 1.84 ms vs 18.2 ms on 8 lanes, 64x128 9.85 vs 10.5 ms
-# (64x256: lanes 5.4x faster); cho_solve (one rhs) 64x512 JAX's two trsm 1.61 ms vs
-# potrsBatched 2.58 ms, 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster); qr_multiply's
-# ormqr 64x128 (one column) JAX's geqrf + ormqr 7.69 ms vs 28.5 ms with ormqr on 8 lanes, 256x64
-# 1.31 vs 77.4 (64x256: lanes 4.7x faster).
-XLA_MAX_N = {"geqrf": 128, "orgqr": 128, "ormqr": 128, "potrs": 1024}
+# our paths lose. H100 float32 cho_solve (one rhs) 64x512 JAX's two trsm 1.61 ms vs
+# potrsBatched 2.58 ms, 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster).
+XLA_MAX_N = {"potrs": 1024}
 # Where `auto` would pick the native batched API on one lane and JAX's own lowering already calls
 # that same API, JAX's lowering is used: same kernels, none of our call overhead (H100 float32
 # lu_factor 64x128: JAX 0.305 ms, our getrfBatched call 0.331 ms, the same cuBLAS routine).
-# H100 float32 eigh (both XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65, 16x1024 JAX
-# 60.6 vs ours 76.5 (same routine: why ours is slower there is not yet known).
+# H100 float32 eigh (both XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65; 16x1024 is
+# bimodal for every caller alike (benchmarks/diag/eigh_probe.py: jnp.linalg.eigh, lax.linalg.eigh
+# and ours each 59-61 or 68-74 ms from round to round on the same inputs).
 JAX_USES_SAME_BATCHED_API = {"getrf": "cuBLAS getrfBatched", "potrf": "cusolverDn potrfBatched",
                              "syevd": "cusolverDn XsyevBatched"}
 
@@ -242,7 +247,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op] and not lanes:
         return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
                     "or faster here (measured)", "heuristic")
-    if batch <= 1 and op not in OWN_KERNEL_BATCHED:
+    if batch <= 1 and op not in SINGLE_MATRIX_KERNEL:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "heuristic")
     double = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))

@@ -612,9 +612,12 @@ def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
         b = _gaussian(rng, (3, n, nrhs), dtype).astype(dtype)
         x = ldl_solve(ld, pivots, b, strategy="batched")
         assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
-        # The same factor solved by cuSOLVER on lanes.
-        x_lanes = ldl_solve(ld, pivots, b, strategy="looped")
-        assert rel_err(x, x_lanes) <= solve_tolerance(a, dtype)
+        if n < 64:
+            # The same factor solved by cuSOLVER on lanes. Small n only: Xsytrs synchronises
+            # with the host per column, which under pytest-xdist (a dozen processes sharing the
+            # GPU, each sync waiting for a time slice) took minutes at n = 257.
+            x_lanes = ldl_solve(ld, pivots, b, strategy="looped")
+            assert rel_err(x, x_lanes) <= solve_tolerance(a, dtype)
 
 
 @requires_gpu
