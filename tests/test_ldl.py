@@ -575,11 +575,12 @@ def test_cpu_lowering_has_no_ffi_call(rng):
 
 
 def test_explain_knows_the_public_names():
-    # Small n: this project's batched kernels, single matrices included; larger n: cuSOLVER on
-    # lanes; beyond the kernels' limit a request for batched gets lanes too.
+    # Up to the kernels' n (1024): this project's batched kernels, single matrices included
+    # (cuSOLVER's sytrf host-synchronises: H100 64x1024 639 ms on 8 lanes, the kernel 122);
+    # beyond: cuSOLVER on lanes, also when batched is asked for.
     for op, routine in (("ldl_factor", "sytrf"), ("ldl_solve", "sytrs")):
         for shape, want in (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
-                            ((16, 512, 512), "looped")):
+                            ((16, 512, 512), "batched"), ((2, 1025, 1025), "looped")):
             choice = jcm.explain(op, shape, np.float32)
             assert choice.op == routine and choice.strategy == want, (shape, str(choice))
         assert jcm.explain(op, (4, 2048, 2048), np.float32, strategy="batched").strategy == \
