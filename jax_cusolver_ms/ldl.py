@@ -11,11 +11,11 @@ blocks (Bunch-Kaufman pivoting). See ldl_factor's docstring for the layout of LD
 Where it runs:
   CUDA  the FFI targets jcm_sytrf / jcm_sytrs. Strategy "batched": this project's kernels
         (ffi/ldl_kernels.cu: LAPACK ?sytf2 / ?sytrs step by step, one thread block per matrix,
-        one launch per chunk of the batch; n <= 1024), the choice of `auto` for n <= 256, single
-        matrices included. Otherwise cusolverDn<t>sytrf and cusolverDnXsytrs on lanes (cuSOLVER
-        has no batched LDL^T, and both routines synchronise with the host). cuSOLVER 12.0 has no
-        Hermitian (hetrf) routine: hermitian=True with a complex dtype runs the host path below
-        on GPU as well.
+        one launch per chunk of the batch; n <= 1024), the choice of `auto` wherever they
+        apply, single matrices included. Otherwise cusolverDn<t>sytrf and cusolverDnXsytrs on
+        lanes (cuSOLVER has no batched LDL^T, and both routines synchronise with the host).
+        cuSOLVER 12.0 has no Hermitian (hetrf) routine: hermitian=True with a complex dtype
+        runs the host path below on GPU as well.
   CPU   LAPACK ?sytrf / ?sytrs (?hetrf / ?hetrs for hermitian complex) from scipy.linalg.lapack,
         inside jax.pure_callback, one LAPACK call per matrix of the flattened batch. scipy is
         imported when such a call is lowered, so it is needed for this op only. Being a host

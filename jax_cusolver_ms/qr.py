@@ -15,13 +15,11 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import as_matrix, batch_size, info_result, matmul, mh, nan_where_failed, promote, resolve_params, triu
+from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_where_failed, promote,
+                      resolve_params, triu)
 from .lu import lu_factor, lu_solve
 
 _MODES = ("reduced", "complete", "r", "raw", "full")  # "full": jnp's alias of "reduced"
-
-
-
 
 
 def _reflect(a, taus, c, left, transpose):
