@@ -81,6 +81,7 @@ def probe_ldl(rng, dtype, repeats):
 
 
 def main():
+    jax.config.update("jax_enable_x64", True)  # float64 inputs stay float64
     p = argparse.ArgumentParser()
     p.add_argument("--dtypes", default="float32,float64")
     p.add_argument("--repeats", type=int, default=5)
