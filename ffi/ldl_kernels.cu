@@ -153,7 +153,9 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
         for (int j = k + 2 + warp; j < n; j += kWarps) {
           const T wk = w[j], wkp1 = w[n + j];
-          for (int i = j + lane; i < n; i += 32) A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
+          for (int i = j + lane; i < n; i += 32) {
+            A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
+          }
         }
         __syncthreads();
         for (int j = k + 2 + tid; j < n; j += nthreads) {
@@ -222,7 +224,9 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       for (int c = warp; c < cols; c += kWarps) {
         const T bk = B(k, c), bkp1 = B(k + 1, c);
-        for (int i = k + 2 + lane; i < n; i += 32) B(i, c) = B(i, c) - A(i, k) * bk - A(i, k + 1) * bkp1;
+        for (int i = k + 2 + lane; i < n; i += 32) {
+          B(i, c) = B(i, c) - A(i, k) * bk - A(i, k + 1) * bkp1;
+        }
       }
       __syncthreads();
       const T akm1k = A(k + 1, k);

@@ -229,7 +229,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=No
 
 def svdvals(x, *, algorithm=None, strategy=None, lanes=None):
     """Like jax.numpy.linalg.svdvals: the singular values (..., k), descending."""
-    return svd(as_matrix("svdvals", x, name="x"), compute_uv=False, algorithm=algorithm, strategy=strategy, lanes=lanes)
+    return svd(as_matrix("svdvals", x, name="x"), compute_uv=False, algorithm=algorithm,
+               strategy=strategy, lanes=lanes)
 
 
 def pinv(a, rtol=None, hermitian=False, *, rcond=None, strategy=None, lanes=None):

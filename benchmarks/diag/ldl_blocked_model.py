@@ -2,7 +2,8 @@
 of up to nb columns while keeping W = L D for the panel (each column first brought up to date by a
 GEMV with the panel's earlier columns), then the trailing matrix gets one rank-nb update
 A22 -= L21 W21^T over its lower triangle (GEMMs), then the panel's row interchanges are partly
-undone so that L is stored as ?sytf2 stores it. The tail (n - k <= nb) is ?sytf2.
+undone so that L is stored as ?sytf2 stores it. The tail (n - k <= nb) is ?sytf2, the
+unblocked kernel's model (ldl_kernel_model.py), whose pivot rules this shares.
 
 The design for the GPU (issue 4: ldl 64 x 1024 is bound by one SM's bandwidth per matrix in the
 unblocked kernel): the panel in a kernel (one block per matrix, the panel and W streamed through
@@ -17,81 +18,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg.lapack as lapack
 
-ALPHA = (1 + np.sqrt(17)) / 8
-
-
-def abs1(x):
-    """LAPACK's pivot magnitude: |x| for real, |re| + |im| (CABS1) for complex."""
-    return np.abs(x.real) + np.abs(x.imag) if np.iscomplexobj(x) else np.abs(x)
-
-
-def sytf2_lower(a):
-    """LAPACK ?sytf2 (lower) in place on a (n x n); returns (ipiv 1-based LAPACK style, info)."""
-    n = a.shape[0]
-    ipiv = np.zeros(n, int)
-    info = 0
-    k = 0
-    while k < n:
-        kstep = 1
-        absakk = abs1(a[k, k])
-        if k < n - 1:
-            imax = k + 1 + int(np.argmax(abs1(a[k + 1:, k])))
-            colmax = abs1(a[imax, k])
-        else:
-            imax, colmax = k, 0.0
-        if max(absakk, colmax) == 0 or np.isnan(absakk):
-            info = info or k + 1
-            kp = k
-        else:
-            if absakk >= ALPHA * colmax:
-                kp = k
-            else:
-                rowmax = abs1(a[imax, k:imax]).max()
-                if imax < n - 1:
-                    rowmax = max(rowmax, abs1(a[imax + 1:, imax]).max())
-                if absakk >= ALPHA * colmax * (colmax / rowmax):
-                    kp = k
-                elif abs1(a[imax, imax]) >= ALPHA * rowmax:
-                    kp = imax
-                else:
-                    kp, kstep = imax, 2
-            kk = k + kstep - 1
-            if kp != kk:
-                a[kp + 1:, [kk, kp]] = a[kp + 1:, [kp, kk]]
-                tmp = a[kk + 1:kp, kk].copy()
-                a[kk + 1:kp, kk] = a[kp, kk + 1:kp]
-                a[kp, kk + 1:kp] = tmp
-                a[kk, kk], a[kp, kp] = a[kp, kp], a[kk, kk]
-                if kstep == 2:
-                    a[k + 1, k], a[kp, k] = a[kp, k], a[k + 1, k]
-            if kstep == 1:
-                if k < n - 1:
-                    r1 = 1 / a[k, k]
-                    x = a[k + 1:, k].copy()
-                    for j in range(n - k - 1):  # ?syr, column by column
-                        a[k + 1 + j:, k + 1 + j] += x[j:] * (-r1 * x[j])
-                    a[k + 1:, k] *= r1
-            elif k < n - 2:
-                d21 = a[k + 1, k]
-                d11 = a[k + 1, k + 1] / d21
-                d22 = a[k, k] / d21
-                t = 1 / (d11 * d22 - 1)
-                d21 = t / d21
-                for j in range(k + 2, n):
-                    wk = d21 * (d11 * a[j, k] - a[j, k + 1])
-                    wkp1 = d21 * (d22 * a[j, k + 1] - a[j, k])
-                    a[j:, j] = a[j:, j] - a[j:, k] * wk - a[j:, k + 1] * wkp1
-                    a[j, k], a[j, k + 1] = wk, wkp1
-        if kstep == 1:
-            ipiv[k] = kp + 1
-        else:
-            ipiv[k] = ipiv[k + 1] = -(kp + 1)
-        k += kstep
-    return ipiv, info
+# The unblocked ?sytf2 (the GPU kernel's model) and the pivot rules both share.
+from ldl_kernel_model import abs1, bunch_kaufman, sytrf as sytf2_lower, two_by_two
 
 
 def lasyf_lower(a, nb):
-    """LAPACK ?lasyf (lower) in place on a (the trailing n x n matrix): factors kb < = nb columns,
+    """LAPACK ?lasyf (lower) in place on a (the trailing n x n matrix): factors kb <= nb columns,
     updates the rest; returns (kb, ipiv[:kb] 1-based, info)."""
     n = a.shape[0]
     w = np.zeros((n, nb), a.dtype)
@@ -112,9 +44,7 @@ def lasyf_lower(a, nb):
             kp = k
             a[k:, k] = w[k:, k]
         else:
-            if absakk >= ALPHA * colmax:
-                kp = k
-            else:
+            def row_imax():
                 # Row imax of the up-to-date trailing matrix, into column k+1 of W.
                 w[k:imax, k + 1] = a[imax, k:imax]
                 w[imax:, k + 1] = a[imax:, imax]
@@ -122,13 +52,12 @@ def lasyf_lower(a, nb):
                 rowmax = abs1(w[k:imax, k + 1]).max()
                 if imax < n - 1:
                     rowmax = max(rowmax, abs1(w[imax + 1:, k + 1]).max())
-                if absakk >= ALPHA * colmax * (colmax / rowmax):
-                    kp = k
-                elif abs1(w[imax, k + 1]) >= ALPHA * rowmax:
-                    kp = imax
-                    w[k:, k] = w[k:, k + 1]
-                else:
-                    kp, kstep = imax, 2
+                return rowmax, abs1(w[imax, k + 1])
+
+            swap, kstep = bunch_kaufman(absakk, colmax, row_imax)
+            kp = imax if swap else k
+            if swap and kstep == 1:
+                w[k:, k] = w[k:, k + 1]
             kk = k + kstep - 1
             if kp != kk:
                 # The not-yet-updated column kk moves to kp (columns k.. of A are rewritten from
@@ -144,11 +73,7 @@ def lasyf_lower(a, nb):
                     a[k + 1:, k] *= 1 / a[k, k]
             else:
                 if k < n - 2:
-                    d21 = w[k + 1, k]
-                    d11 = w[k + 1, k + 1] / d21
-                    d22 = w[k, k] / d21
-                    t = 1 / (d11 * d22 - 1)
-                    d21 = t / d21
+                    d11, d22, d21 = two_by_two(w[k, k], w[k + 1, k], w[k + 1, k + 1])
                     a[k + 2:, k] = d21 * (d11 * w[k + 2:, k] - w[k + 2:, k + 1])
                     a[k + 2:, k + 1] = d21 * (d22 * w[k + 2:, k + 1] - w[k + 2:, k])
                 a[k, k], a[k + 1, k], a[k + 1, k + 1] = w[k, k], w[k + 1, k], w[k + 1, k + 1]
@@ -184,7 +109,7 @@ def sytrf_lower(a, nb=64):
         if k < n - nb:
             kb, sub, sub_info = lasyf_lower(a[k:, k:], nb)
         else:
-            sub, sub_info = sytf2_lower(a[k:, k:])
+            a[k:, k:], sub, sub_info = sytf2_lower(a[k:, k:])
             kb = n - k
         if sub_info and not info:
             info = sub_info + k
