@@ -48,7 +48,8 @@ def _candidate(routine, cell, strategy, lanes):
 def cell_times(cell: dict, routine: str, default_lanes) -> dict[str, float]:
     impls = cell.get("impls", {})
     times = {}
-    if "median_ms" in impls.get("jax", {}):
+    # JAX's column is another algorithm for routines it has none of (LU next to LDL^T).
+    if "median_ms" in impls.get("jax", {}) and routine not in _strategy.NO_XLA:
         times[_tables.XLA] = impls["jax"]["median_ms"]
     for name, result in impls.items():
         if not name.startswith("jcm:") or not result.get("ok") or "median_ms" not in result:

@@ -74,11 +74,12 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   # Verbose (one line per test, with its name) into the log, and every failure's traceback into
   # $OUT/failures.log as it happens (tests/conftest.py): a run that the time limit cuts short
   # still names what failed and why. The console gets the failures and the summary only.
+  eval "extra=(${PYTEST_ARGS:-})"  # quoted words stay one argument: PYTEST_ARGS="-k 'not slow'"
   : > "$OUT/failures.log"
   XLA_PYTHON_CLIENT_PREALLOCATE=false JCM_FAILURES_LOG="$OUT/failures.log" \
     timeout "${TEST_TIMEOUT:-420}" \
     python3 -P -m pytest ${TESTS:-tests} -v -rfs --durations=15 -p no:cacheprovider \
-    -p no:benchmark "${workers[@]}" ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
+    -p no:benchmark "${workers[@]}" "${extra[@]}" > "$OUT/pytest.log" 2>&1
   tests_rc=$?
   grep -E "FAILED|ERROR" "$OUT/pytest.log" | grep -v "^=" | sed 's/^\[gw[0-9]*\] \[ *[0-9]*%\] //' | sort -u
   (( tests_rc == 124 )) && echo "TESTS CUT SHORT by TEST_TIMEOUT=${TEST_TIMEOUT:-420}s: see $OUT/pytest.log"

@@ -75,11 +75,7 @@ inline constexpr int64_t kCholeskyBlock = 256;
 
 // The block size: kCholeskyBlock, or JCM_CHOLESKY_BLOCK (32..1024) to measure others.
 inline int64_t cholesky_block() {
-  static const int64_t block = [] {
-    const char* env = std::getenv("JCM_CHOLESKY_BLOCK");
-    int64_t value = env ? std::atoll(env) : 0;
-    return value >= 32 && value <= 1024 ? value : kCholeskyBlock;
-  }();
+  static const int64_t block = block_size_from_env("JCM_CHOLESKY_BLOCK", kCholeskyBlock, 32, 1024);
   return block;
 }
 

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,6 +46,14 @@ enum class Strategy : int32_t {
   // only: cholesky_qr_ops.cc). An op without one runs as kLooped (Python never asks for that).
   kBlocked = 3,
 };
+
+// A blocked algorithm's block size: `fallback`, or the environment variable `name` when set to a
+// value in [lo, hi] (to measure others; read once per process by the caller's static).
+inline int64_t block_size_from_env(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* env = std::getenv(name);
+  const int64_t value = env ? std::atoll(env) : 0;
+  return value >= lo && value <= hi ? value : fallback;
+}
 
 struct Workspace {
   size_t device_bytes = 0;

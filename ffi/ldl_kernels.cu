@@ -23,6 +23,16 @@ __device__ inline R abs1(cuda::std::complex<R> x) {
 // The largest abs1(x[i * stride]) over i in [begin, end) and its first index, on every thread
 // of the block (LAPACK's i?amax: ties go to the smallest index; NaN never wins). An empty range
 // (or all NaN) gives value 0 and index `begin`. Starts and ends with a barrier.
+// The warp's largest (value, index) pair on lane 0, ties to the smallest index (every lane calls).
+template <typename R>
+__device__ inline void warp_argmax(R& best, int& best_i) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    R v = __shfl_down_sync(0xffffffffu, best, offset);
+    int i = __shfl_down_sync(0xffffffffu, best_i, offset);
+    if (v > best || (v == best && i < best_i)) best = v, best_i = i;
+  }
+}
+
 template <typename T, typename R>
 __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* value,
                              int* index) {
@@ -34,11 +44,7 @@ __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* 
     R v = abs1(x[i * stride]);
     if (v > best) best = v, best_i = i;  // strictly greater: this thread's first maximum
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    R v = __shfl_down_sync(0xffffffffu, best, offset);
-    int i = __shfl_down_sync(0xffffffffu, best_i, offset);
-    if (v > best || (v == best && i < best_i)) best = v, best_i = i;
-  }
+  warp_argmax(best, best_i);
   __syncthreads();  // the previous call's readers are done with the shared slots
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) warp_value[warp] = best, warp_index[warp] = best_i;
@@ -58,25 +64,61 @@ __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* 
 // One block factors one matrix (column-major, A(i, j) = a[i + j n]), following LAPACK ?sytf2
 // step by step; every thread takes the same pivot decisions from the same shared reads.
 // ld_shared > 0: the matrix is worked on in shared memory (MatrixPlace), after the scratch.
+//
+// start_all != nullptr: the blocked factorization's tail. Matrix b is factored from its own
+// column start_all[b] on (the trailing (n - start) x (n - start) matrix, m_max >= n - start),
+// pivots and info in the whole matrix's numbering, info kept where a panel already set it.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sytrf_lower_kernel(int n, int ld_shared, T* a_all, int* ipiv_all, int* info_all) {
+    sytrf_lower_kernel(int n_all, int m_max, int ld_shared, const int* start_all, T* a_all,
+                       int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
-  T* w = reinterpret_cast<T*>(dynamic_shared());  // the 2x2 step's multipliers: w[j], w[n + j]
-  T* a_global = a_all + static_cast<int64_t>(blockIdx.x) * n * n;
-  int* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
-  T* a = ld_shared ? w + 2 * n : a_global;
-  const int lda = ld_shared ? ld_shared : n;
-  if (ld_shared) copy_matrix(a, lda, a_global, n, n, n);
+  T* w = reinterpret_cast<T*>(dynamic_shared());  // the 2x2 step's multipliers: w[j], w[m_max + j]
+  const int start = start_all ? start_all[blockIdx.x] : 0;
+  const int n = n_all - start;  // the order of the matrix factored here
+  T* a_global = a_all + static_cast<int64_t>(blockIdx.x) * n_all * n_all +
+                static_cast<int64_t>(start) * (n_all + 1);
+  int* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n_all + start;
+  T* a = ld_shared ? w + 2 * m_max : a_global;
+  const int lda = ld_shared ? ld_shared : n_all;
+  if (ld_shared) copy_matrix(a, lda, a_global, n_all, n, n);
   auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
   const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   int info = 0;
+  // The next column's largest entry below the diagonal, found by the warp that updates that
+  // column (warp 0 takes it first) while it updates it: saves a pass and two barriers per step.
+  __shared__ R next_max;
+  __shared__ int next_index;
+  bool next_known = false;  // the same on every thread
+  // Column j's update by one warp, A(i, j) = update(i) for i >= j; `track`: j is the next
+  // step's column, whose largest |A(i, j)|, i > j, goes to next_max / next_index as
+  // block_argmax would find it (first index on ties, NaN never wins, none: 0 at j + 1).
+  auto update_column = [&](int j, bool track, auto update) {
+    if (!track) {
+      for (int i = j + lane; i < n; i += 32) A(i, j) = update(i);
+      return;
+    }
+    R best = -1;
+    int best_i = j + 1;
+    for (int i = j + lane; i < n; i += 32) {
+      const T v = update(i);
+      A(i, j) = v;
+      if (i > j && abs1(v) > best) best = abs1(v), best_i = i;
+    }
+    warp_argmax(best, best_i);
+    if (lane == 0) next_max = best < 0 ? R(0) : best, next_index = best < 0 ? j + 1 : best_i;
+  };
 
   for (int k = 0; k < n;) {
     R colmax;
     int imax;
-    block_argmax(&A(0, k), 1, k + 1, n, &colmax, &imax);
+    if (next_known) {
+      colmax = next_max, imax = next_index;
+    } else {
+      block_argmax(&A(0, k), 1, k + 1, n, &colmax, &imax);
+    }
+    next_known = false;
     const R absakk = abs1(A(k, k));
     int kp = k, kstep = 1;
     const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
@@ -134,8 +176,9 @@ __global__ void __launch_bounds__(kThreads)
         const T r1 = T(1) / A(k, k);
         for (int j = k + 1 + warp; j < n; j += kWarps) {
           const T xj = r1 * A(j, k);
-          for (int i = j + lane; i < n; i += 32) A(i, j) -= A(i, k) * xj;
+          update_column(j, j == k + 1, [&](int i) { return A(i, j) - A(i, k) * xj; });
         }
+        next_known = true;
         __syncthreads();
         for (int i = k + 1 + tid; i < n; i += nthreads) A(i, k) *= r1;
       } else if (kstep == 2 && k + 2 < n) {
@@ -148,20 +191,154 @@ __global__ void __launch_bounds__(kThreads)
         d21 = t / d21;
         for (int j = k + 2 + tid; j < n; j += nthreads) {
           w[j] = d21 * (d11 * A(j, k) - A(j, k + 1));
-          w[n + j] = d21 * (d22 * A(j, k + 1) - A(j, k));
+          w[m_max + j] = d21 * (d22 * A(j, k + 1) - A(j, k));
         }
         __syncthreads();
         for (int j = k + 2 + warp; j < n; j += kWarps) {
-          const T wk = w[j], wkp1 = w[n + j];
-          for (int i = j + lane; i < n; i += 32) {
-            A(i, j) = A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1;
-          }
+          const T wk = w[j], wkp1 = w[m_max + j];
+          update_column(j, j == k + 2,
+                        [&](int i) { return A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1; });
         }
+        next_known = true;
         __syncthreads();
         for (int j = k + 2 + tid; j < n; j += nthreads) {
           A(j, k) = w[j];
-          A(j, k + 1) = w[n + j];
+          A(j, k + 1) = w[m_max + j];
         }
+      }
+    }
+    if (tid == 0) {
+      if (kstep == 1) {
+        ipiv[k] = start + kp + 1;
+      } else {
+        ipiv[k] = ipiv[k + 1] = -(start + kp + 1);
+      }
+    }
+    k += kstep;
+    __syncthreads();
+  }
+  if (tid == 0) {
+    if (!start_all) {
+      info_all[blockIdx.x] = info;
+    } else if (info != 0 && info_all[blockIdx.x] == 0) {
+      info_all[blockIdx.x] = start + info;
+    }
+  }
+  if (ld_shared) copy_matrix(a_global, n_all, a, lda, n, n);
+}
+
+// One panel of the blocked LDL^T (LAPACK ?lasyf, UPLO = 'L'), one block per matrix, the matrix
+// and the panel's W = L D in global memory (L2). Matrix b's panel starts at its own column
+// progress[b] and takes column steps while k < target, so a 2x2 pivot at target - 1 ends it at
+// target + 1: every panel of the batch ends at target or target + 1, and one uniform update of
+// rows and columns target.. (strided-batched GEMMs, ldl_ops.cc) serves them all, from the
+// zero-padded copies this kernel leaves in w and l (n x (nb + 1) each, the matrix's rows; rows
+// below the panel's end and columns past its width are zero). Then the panel's interchanges
+// are partly undone in its columns, as ?lasyf stores L. Step for step
+// benchmarks/diag/ldl_blocked_model.py (panel_to_target, sytrf_lower_uniform).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    lasyf_lower_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all, int* progress,
+                       int* ipiv_all, int* info_all) {
+  using R = typename real_of<T>::type;
+  const int64_t item = blockIdx.x;
+  T* a = a_all + item * n * n;
+  T* w = w_all + item * n * (nb + 1);
+  T* l = l_all + item * n * (nb + 1);
+  int* ipiv = ipiv_all + item * n;
+  T* row = reinterpret_cast<T*>(dynamic_shared());  // W(k, 0:c) or W(imax, 0:c)
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * n]; };
+  auto W = [&](int i, int c) -> T& { return w[i + static_cast<int64_t>(c) * n]; };
+  const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int j0 = progress[item];
+  int info = 0;
+
+  // W(k:n, col) = from(i) - A(k:n, j0:k) row^T, row = W(r, 0:k - j0) (one pass, coalesced).
+  auto panel_gemv = [&](int k, int col, int r, auto from) {
+    const int c = k - j0;
+    for (int cc = tid; cc < c; cc += nthreads) row[cc] = W(r, cc);
+    __syncthreads();
+    for (int i = k + tid; i < n; i += nthreads) {
+      T s = from(i);
+      for (int cc = 0; cc < c; ++cc) s -= A(i, j0 + cc) * row[cc];
+      W(i, col) = s;
+    }
+    __syncthreads();
+  };
+
+  int k = j0;
+  while (k < target) {
+    const int c = k - j0;
+    panel_gemv(k, c, k, [&](int i) { return A(i, k); });
+    R colmax;
+    int imax;
+    block_argmax(&W(0, c), 1, k + 1, n, &colmax, &imax);
+    const R absakk = abs1(W(k, c));
+    int kp = k, kstep = 1;
+    bool swap = false;
+    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
+    if (zero_column) {
+      if (info == 0) info = k + 1;
+    } else if (!(absakk >= alpha * colmax)) {
+      // Row imax of the up-to-date trailing matrix, into W(:, c + 1).
+      panel_gemv(k, c + 1, imax, [&](int i) { return i < imax ? A(imax, i) : A(i, imax); });
+      R rowmax, below;
+      int unused;
+      block_argmax(&W(0, c + 1), 1, k, imax, &rowmax, &unused);
+      block_argmax(&W(0, c + 1), 1, imax + 1, n, &below, &unused);
+      rowmax = rowmax > below ? rowmax : below;
+      if (absakk >= alpha * colmax * (colmax / rowmax)) {
+        kp = k;
+      } else if (abs1(W(imax, c + 1)) >= alpha * rowmax) {
+        kp = imax, swap = true;
+      } else {
+        kp = imax, swap = true, kstep = 2;
+      }
+    }
+    __syncthreads();  // every thread has read what decides the step before anything moves
+
+    if (zero_column) {
+      for (int i = k + tid; i < n; i += nthreads) A(i, k) = W(i, c);
+    } else {
+      if (swap && kstep == 1) {
+        for (int i = k + tid; i < n; i += nthreads) W(i, c) = W(i, c + 1);
+        __syncthreads();
+      }
+      const int kk = k + kstep - 1;
+      if (kp != kk) {
+        // Column kk (not yet updated: A's columns k.. are rewritten from W below) moves to kp;
+        // rows kk and kp swap in the panel's L so far and in W. Disjoint sets: one pass.
+        if (tid == 0) A(kp, kp) = A(kk, kk);
+        for (int j = kk + 1 + tid; j < kp; j += nthreads) A(kp, j) = A(j, kk);
+        for (int i = kp + 1 + tid; i < n; i += nthreads) A(i, kp) = A(i, kk);
+        for (int j = j0 + tid; j < k; j += nthreads) {
+          T t = A(kk, j);
+          A(kk, j) = A(kp, j);
+          A(kp, j) = t;
+        }
+        for (int cc = tid; cc < c + kstep; cc += nthreads) {
+          T t = W(kk, cc);
+          W(kk, cc) = W(kp, cc);
+          W(kp, cc) = t;
+        }
+        __syncthreads();
+      }
+      if (kstep == 1) {
+        const T d = W(k, c);
+        const T r1 = T(1) / d;
+        for (int i = k + tid; i < n; i += nthreads) A(i, k) = i == k ? d : W(i, c) * r1;
+      } else {
+        const T akk = W(k, c), ak1k = W(k + 1, c), ak1k1 = W(k + 1, c + 1);
+        const T d11 = ak1k1 / ak1k;
+        const T d22 = akk / ak1k;
+        const T t = T(1) / (d11 * d22 - T(1));
+        const T d21 = t / ak1k;
+        for (int i = k + 2 + tid; i < n; i += nthreads) {
+          A(i, k) = d21 * (d11 * W(i, c) - W(i, c + 1));
+          A(i, k + 1) = d21 * (d22 * W(i, c + 1) - W(i, c));
+        }
+        if (tid == 0) A(k, k) = akk, A(k + 1, k) = ak1k, A(k + 1, k + 1) = ak1k1;
       }
     }
     if (tid == 0) {
@@ -174,8 +351,36 @@ __global__ void __launch_bounds__(kThreads)
     k += kstep;
     __syncthreads();
   }
-  if (tid == 0) info_all[blockIdx.x] = info;
-  if (ld_shared) copy_matrix(a_global, n, a, lda, n, n);
+
+  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel.
+  const int kb = k - j0;
+  for (int cc = 0; cc <= nb; ++cc) {
+    for (int i = target + tid; i < n; i += nthreads) {
+      const bool live = i >= k && cc < kb;
+      l[i + static_cast<int64_t>(cc) * n] = live ? A(i, j0 + cc) : T(0);
+      if (!live) W(i, cc) = T(0);
+    }
+  }
+  if (tid == 0) {
+    progress[item] = k;
+    if (info != 0 && info_all[item] == 0) info_all[item] = info;
+  }
+  __syncthreads();
+  // L as ?sytf2 stores it: each interchange undone in the panel columns left of its own step.
+  for (int j = k; j > j0;) {
+    const int jj = j;
+    int jp = ipiv[j - 1];
+    if (jp < 0) jp = -jp, --j;
+    --j;
+    if (jp != jj && j > j0) {
+      for (int col = j0 + tid; col < j; col += nthreads) {
+        T t = A(jp - 1, col);
+        A(jp - 1, col) = A(jj - 1, col);
+        A(jj - 1, col) = t;
+      }
+    }
+    __syncthreads();
+  }
 }
 
 // Block (matrix, chunk of up to kRhsPerBlock right-hand sides) solves with LAPACK ?sytrs's
@@ -271,18 +476,51 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-template <typename T>
-cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
-                                int* info) {
-  using D = typename device_type<T>::type;
-  if (count <= 0 || n <= 0) return cudaSuccess;
-  if (n > kLdlKernelMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
-  const MatrixPlace place = place_matrix(n, n, sizeof(D), 2 * n * sizeof(D));
+template <typename D>
+cudaError_t launch_sytf2(cudaStream_t stream, int64_t count, int64_t n, int64_t m_max,
+                         const int* start, D* a, int* ipiv, int* info) {
+  if (count <= 0 || n <= 0 || m_max <= 0) return cudaSuccess;
+  if (m_max > kLdlKernelMaxN || m_max > n || n > INT32_MAX || count > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  const MatrixPlace place = place_matrix(m_max, m_max, sizeof(D), 2 * m_max * sizeof(D));
   if (cudaError_t err = allow_shared(sytrf_lower_kernel<D>, place.smem_bytes); err != cudaSuccess) {
     return err;
   }
   sytrf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
-      static_cast<int>(n), place.ld_shared, reinterpret_cast<D*>(a), ipiv, info);
+      static_cast<int>(n), static_cast<int>(m_max), place.ld_shared, start, a, ipiv, info);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
+                                int* info) {
+  using D = typename device_type<T>::type;
+  return launch_sytf2(stream, count, n, n, nullptr, reinterpret_cast<D*>(a), ipiv, info);
+}
+
+template <typename T>
+cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t n,
+                                     int64_t m_max, const int* start, T* a, int* ipiv,
+                                     int* info) {
+  using D = typename device_type<T>::type;
+  return launch_sytf2(stream, count, n, m_max, start, reinterpret_cast<D*>(a), ipiv, info);
+}
+
+template <typename T>
+cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
+                                int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
+                                int* info) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0) return cudaSuccess;
+  if (nb < 1 || nb > kLdlMaxBlock || target < nb || target >= n || n > INT32_MAX ||
+      count > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  lasyf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, (nb + 1) * sizeof(D), stream>>>(
+      static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target),
+      reinterpret_cast<D*>(a), reinterpret_cast<D*>(w), reinterpret_cast<D*>(l), progress, ipiv,
+      info);
   return cudaGetLastError();
 }
 
@@ -292,7 +530,7 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
-  if (n > kLdlKernelMaxN || count > INT32_MAX || chunks > 65535) return cudaErrorInvalidValue;
+  if (n > INT32_MAX || count > INT32_MAX || chunks > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
   sytrs_lower_kernel<D><<<grid, kThreads, 0, stream>>>(
       static_cast<int>(n), static_cast<int>(nrhs), reinterpret_cast<const D*>(ld), ipiv,
@@ -302,6 +540,10 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
 
 #define JCM_LDL_KERNELS(T)                                                                     \
   template cudaError_t sytrf_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*); \
+  template cudaError_t sytf2_lower_tail_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,    \
+                                                   const int*, T*, int*, int*);                 \
+  template cudaError_t lasyf_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t,  \
+                                              T*, T*, T*, int*, int*, int*);                    \
   template cudaError_t sytrs_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, \
                                               const int64_t*, T*);
 JCM_LDL_KERNELS(float)

@@ -11,8 +11,12 @@
 
 namespace jcm {
 
-// Largest n the kernels take: their shared-memory scratch is 2 n elements of the dtype.
+// Largest n the factor kernel (?sytf2) takes: its shared-memory scratch is 2 n elements of the
+// dtype. The solve kernel and the blocked factorization take any n.
 inline constexpr int64_t kLdlKernelMaxN = 1024;
+
+// Largest panel width of the blocked factorization (lasyf_lower_batched).
+inline constexpr int64_t kLdlMaxBlock = 256;
 
 // Factors `count` column-major n x n matrices in place from their lower triangles, exactly as
 // LAPACK ?sytf2 (UPLO = 'L', complex symmetric for complex T: no conjugation): the compact
@@ -21,6 +25,23 @@ inline constexpr int64_t kLdlKernelMaxN = 1024;
 template <typename T>
 cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
                                 int* info);
+
+// The blocked factorization's pieces (ldl_ops.cc sytrf_blocked drives them; the NumPy model is
+// benchmarks/diag/ldl_blocked_model.py sytrf_lower_uniform). One panel of LAPACK ?lasyf per
+// matrix: matrix i continues from its column progress[i] and stops at column `target` or, when a
+// 2x2 pivot straddles it, target + 1 (progress[i] is updated); pivots and info (kept where
+// already set) in the whole matrix's numbering. w and l (count x n x (nb + 1) each) receive the
+// trailing update's operands: A(target:, target:) -= L W^T over the lower triangle.
+template <typename T>
+cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
+                                int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
+                                int* info);
+
+// ?sytf2 on each matrix's trailing (n - start[i]) x (n - start[i]) part, start[i] >= n - m_max
+// (m_max <= kLdlKernelMaxN): the blocked factorization's last columns.
+template <typename T>
+cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t n,
+                                     int64_t m_max, const int* start, T* a, int* ipiv, int* info);
 
 // Solves A X = B for `count` systems from sytrf_lower_batched's (or LAPACK's) factor and pivots,
 // as LAPACK ?sytrs (UPLO = 'L'): b (count x n x nrhs, column-major) is overwritten with X.

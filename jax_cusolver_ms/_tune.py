@@ -123,11 +123,15 @@ def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
     routine = _strategy.routine_of(op, n, n)
     found = {_tables.XLA: (_tables.XLA, 1)} if with_xla else {}
     requests = [("sequential", 1)]
-    if batch >= 2 and routine in _strategy.BLOCKED_OPS:
+    # Our own kernels (LDL^T) also take single matrices: cuSOLVER's sytrf host-synchronises.
+    single = routine in _strategy.SINGLE_MATRIX_KERNEL
+    if (batch >= 2 or single) and routine in _strategy.BLOCKED_OPS:
         requests.append(("blocked", 1))
     if batch >= 2:
         requests += [(s, count) for s in ("looped", "batched") for count in lanes
                      if count <= batch and not (s == "looped" and count == 1)]
+    elif single:
+        requests.append(("batched", 1))
     for strategy, count in requests:
         choice = _strategy.choose(routine, batch, (n, n), dtype, strategy, count)
         if choice.strategy == strategy:

@@ -18,9 +18,18 @@ from . import tables as _tables
 
 STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2, "blocked": 3}
 # Routines with a blocked algorithm over the whole batch (ffi: Strategy::kBlocked): potrf as
-# potrfBatched diagonal blocks, trsmBatched panels and strided-batched GEMM trailing updates.
-# `auto` takes it only where a measured table says it wins (none measured yet).
-BLOCKED_OPS = {"potrf"}
+# potrfBatched diagonal blocks, trsmBatched panels and strided-batched GEMM trailing updates;
+# sytrf as this project's ?lasyf panel kernel (one launch per panel for the whole batch) and
+# strided-batched GEMM trailing updates (ffi/ldl_ops.cc sytrf_blocked). `auto` takes potrf's
+# where a measured table says it wins, sytrf's from BLOCKED_MIN_N on.
+BLOCKED_OPS = {"potrf", "sytrf"}
+# From this n on the blocked algorithm is the heuristic's choice (any batch, single matrices
+# included). H100 float32 ldl_factor 64x1024: the ?sytf2 kernel 122 ms (it streams the trailing
+# matrix through one SM per column), 8 lanes of cuSOLVER sytrf 639 ms, JAX's LU 82 ms.
+BLOCKED_MIN_N = {"sytrf": 256}
+# Routines JAX has no lowering of its own for: "xla" is never a candidate (a benchmark times
+# JAX's LU next to them, which a table must not take for theirs).
+NO_XLA = {"sytrf", "sytrs"}
 # `auto` may also answer "xla": JAX's own lowering is the fastest for that call (e.g. getrs with
 # many right-hand sides, where XLA's batched cuBLAS triangular solves beat cuSOLVER getrs).
 XLA = "xla"
@@ -49,7 +58,7 @@ BATCHED_MAX_N = {
     # they take: cuSOLVER's sytrf / Xsytrs host-synchronise. H100 float32 ldl_factor, kernel /
     # 8 lanes: 64x64 0.14 / 31.5 ms, 64x128 0.34 / 79.1, 64x256 1.04 / 148; 16x512 kernel 8.6.
     "sytrf": 1024,
-    "sytrs": 1024,
+    "sytrs": 1 << 30,  # the solve kernel takes any n (no n-sized shared memory)
     # cusolverDnXsyevBatched (what JAX 0.11 uses above n = 32) beat Xsyevd on 8 lanes at every
     # size measured (ANCHORS.md: 64x128 vs 29.4 ms looped, 64x512 28.6 vs 198 ms, 16x1024 59.2
     # ms); where lanes take over above this is still to be measured (16x2048, 4x4096).
@@ -63,8 +72,8 @@ BATCHED_MAX_N = {
     "gesvd": 0,
 }
 # Batched APIs that take no larger matrices than this, whatever the strategy says.
-BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "sytrs": 1024, "geqrf": 1024,
-                     "orgqr": 1024, "ormqr": 1024}
+BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "geqrf": 1024, "orgqr": 1024,
+                     "ormqr": 1024}
 # Batched paths that are this project's own kernels.
 OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr"}
 # ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs host-synchronise;
@@ -203,10 +212,12 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         if strategy == "blocked":
             if op in BLOCKED_OPS:
                 return make("blocked", 1, "requested: the blocked algorithm over the whole "
-                            "batch on XLA's stream (batched diagonal blocks, panels, GEMMs)",
-                            "user")
-            return make("looped", lanes or _config.DEFAULT_LANES,
-                        f"requested blocked, but {op} has no blocked algorithm: lanes", "user")
+                            "batch on XLA's stream (panels, batched GEMM updates)", "user")
+            # E.g. ldl_solve after a blocked ldl_factor, or every op under a global "blocked":
+            # the op runs as `auto` would run it.
+            fallback = choose(op, batch, shape, dtype, "auto", lanes, nrhs)
+            return dataclasses.replace(fallback, reason=f"requested blocked, but {op} has no "
+                                       f"blocked algorithm: auto's choice ({fallback.reason})")
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
                         "requested batched, but no batched API fits this call: lanes", "user")
@@ -225,7 +236,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
 
     def allowed(candidate: str) -> bool:
         kind, count = _tables.parse_candidate(candidate)
-        if kind == "batched" and not batched_ok:
+        if (kind == "batched" and not batched_ok) or (kind == XLA and op in NO_XLA):
             return False
         if lanes is not None:
             # A lane count given with auto asks for our FFI path on those lanes: the strategy
@@ -247,6 +258,10 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op] and not lanes:
         return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
                     "or faster here (measured)", "heuristic")
+    if op in BLOCKED_MIN_N and n >= BLOCKED_MIN_N[op] and not lanes:
+        return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
+                    "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
+                    "heuristic")
     if batch <= 1 and op not in SINGLE_MATRIX_KERNEL:
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "heuristic")

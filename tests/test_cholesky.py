@@ -801,14 +801,17 @@ def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, claim_extens
 
     assert jcm.explain("cholesky", (4, 512, 512), np.float32, strategy="blocked").strategy == \
         "blocked"
-    # Routines without a blocked algorithm run on lanes.
-    assert jcm.explain("cho_solve", (4, 512, 512), np.float32, strategy="blocked").strategy == \
-        "looped"
+    # Routines without a blocked algorithm run as `auto` would run them.
+    for shape in ((4, 512, 512), (4, 2048, 2048)):
+        asked = jcm.explain("cho_solve", shape, np.float32, strategy="blocked")
+        auto = jcm.explain("cho_solve", shape, np.float32)
+        assert (asked.strategy, asked.lanes) == (auto.strategy, auto.lanes), (asked, auto)
+        assert "no blocked algorithm" in asked.reason
     a, b = spd(rng, (4, 16, 16), np.float32), random_rhs(rng, (4, 16, 1), np.float32)
     text = _cuda_module_text(lambda a, b: cho_solve(cho_factor(a, strategy="blocked"), b,
-                                                    strategy="blocked"), a, b)
+                                                    strategy="blocked", lanes=2), a, b)
     (potrf,), (potrs,) = _custom_calls(text, "jcm_potrf"), _custom_calls(text, "jcm_potrs")
-    assert "strategy = 3 : i32" in potrf and "strategy = 0 : i32" in potrs, (potrf, potrs)
+    assert "strategy = 3 : i32" in potrf and "strategy = 3 : i32" not in potrs, (potrf, potrs)
 
 
 @requires_gpu

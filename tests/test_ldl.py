@@ -575,16 +575,27 @@ def test_cpu_lowering_has_no_ffi_call(rng):
 
 
 def test_explain_knows_the_public_names():
-    # Up to the kernels' n (1024): this project's batched kernels, single matrices included
-    # (cuSOLVER's sytrf host-synchronises: H100 64x1024 639 ms on 8 lanes, the kernel 122);
-    # beyond: cuSOLVER on lanes, also when batched is asked for.
-    for op, routine in (("ldl_factor", "sytrf"), ("ldl_solve", "sytrs")):
-        for shape, want in (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
-                            ((16, 512, 512), "batched"), ((2, 1025, 1025), "looped")):
+    # This project's kernels, single matrices included (cuSOLVER's sytrf and Xsytrs
+    # host-synchronise: H100 64x1024 sytrf 639 ms on 8 lanes): the factor's unblocked kernel at
+    # small n, its blocked algorithm from BLOCKED_MIN_N on (any n; the unblocked kernel stops at
+    # 1024, beyond which a batched request runs lanes); the solve kernel at every n.
+    blocked_from = jcm.strategy.BLOCKED_MIN_N["sytrf"]
+    factor = (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
+              ((16, blocked_from, blocked_from), "blocked"), ((1, 512, 512), "blocked"),
+              ((2, 1025, 1025), "blocked"))
+    solve = (((16, 64, 64), "batched"), ((1, 64, 64), "batched"), ((16, 512, 512), "batched"),
+             ((2, 1025, 1025), "batched"))
+    for op, routine, cases in (("ldl_factor", "sytrf", factor), ("ldl_solve", "sytrs", solve)):
+        for shape, want in cases:
             choice = jcm.explain(op, shape, np.float32)
             assert choice.op == routine and choice.strategy == want, (shape, str(choice))
-        assert jcm.explain(op, (4, 2048, 2048), np.float32, strategy="batched").strategy == \
-            "looped"
+    assert jcm.explain("ldl_factor", (4, 2048, 2048), np.float32, strategy="batched").strategy \
+        == "looped"
+    assert jcm.explain("ldl_solve", (4, 2048, 2048), np.float32, strategy="batched").strategy \
+        == "batched"
+    # The solve has no blocked algorithm: after a blocked factor it runs as auto would.
+    assert jcm.explain("ldl_solve", (4, 2048, 2048), np.float32, strategy="blocked").strategy \
+        == "batched"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -639,6 +650,62 @@ def test_batched_beyond_kernel_n_falls_back_to_lanes(rng):
     a = symmetric(rng, (2, 1030, 1030), np.float32).astype(np.float32)
     ld, pivots = ldl_factor(a, strategy="batched")
     check_factorization(a, ld, pivots, np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The blocked factorization (ffi/ldl_ops.cc sytrf_blocked): kLdlBlock-column panels while at
+# least that many columns are left beyond the panel, then the ?sytf2 kernel
+# ---------------------------------------------------------------------------------------------
+
+LDL_BLOCK = 32
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n, kind", [
+    (n, kind) for n in (2, 40, 2 * LDL_BLOCK, 2 * LDL_BLOCK + 1, 257)
+    for kind in ("indefinite", "zero_diagonal")] + [(1100, "indefinite")], ids=ids)
+def test_blocked_matches_lapack(rng, dtype, n, kind):
+    # No panel (n < 2 blocks), one panel and the tail, many panels with 2x2 pivots straddling
+    # their ends (zero diagonals), and beyond the unblocked kernel's n (1024).
+    a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
+    ld, pivots = ldl_factor(a, strategy="blocked")
+    check_factorization(a, ld, pivots, dtype)
+    if n <= 2 * LDL_BLOCK + 1 and np.dtype(dtype) in (np.float64, np.complex128):
+        # ?sytrf's own pivots (LAPACK blocks at 64 here, this at 32: the same decisions).
+        sytrf = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=np.dtype(dtype))[0]
+        for i in range(3):
+            _, piv_ref, info = sytrf(a[i], lower=1)
+            assert info == 0
+            np.testing.assert_array_equal(np.asarray(pivots[i]), piv_ref)
+    b = _gaussian(rng, (3, n, 3), dtype).astype(dtype)
+    x = ldl_solve(ld, pivots, b, strategy="blocked")
+    assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
+
+
+@pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
+def test_blocked_zero_column(rng, zero):
+    # A zero column in the first panel or a later one: D(k, k) = 0, no interchange, info kept
+    # (not NaN). On the CPU this checks the expectation against LAPACK; on the GPU, the panels.
+    n = 5 * LDL_BLOCK + 3
+    a = symmetric(rng, (2, n, n), np.float64) + 4 * n * np.eye(n)
+    a[1, zero, :] = a[1, :, zero] = 0
+    ld, pivots = ldl_factor(a, strategy="blocked")
+    assert np.asarray(pivots)[1, zero] == zero + 1 and np.asarray(ld)[1, zero, zero] == 0
+    assert np.all(np.isfinite(np.asarray(ld)))
+    check_factorization(a, ld, pivots, np.float64)
+
+
+@requires_extension
+def test_blocked_lowers_to_sytrf_strategy_3():
+    text = str(_export_cuda(
+        lambda a, b: ldl_solve(*ldl_factor(a, strategy="blocked"), b, strategy="blocked"),
+        jax.ShapeDtypeStruct((4, 16, 16), np.float32),
+        jax.ShapeDtypeStruct((4, 16, 1), np.float32)))
+    sytrf = [line for line in text.splitlines() if "@jcm_sytrf" in line]
+    sytrs = [line for line in text.splitlines() if "@jcm_sytrs" in line]
+    assert len(sytrf) == 1 and "strategy = 3 : i32" in sytrf[0], sytrf
+    assert len(sytrs) == 1 and "strategy = 2 : i32" in sytrs[0], sytrs  # the kernel, as auto
 
 
 # ---------------------------------------------------------------------------------------------
@@ -707,6 +774,13 @@ def _check_threads(rng, batch, n, iterations, lanes, threads=8):
 
 def test_threads_cpu(rng):
     _check_threads(rng, batch=2, n=6, iterations=2, lanes=2)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_blocked_stream_semantics_gpu(rng, dtype):
+    _check_pipeline(rng, "blocked", 1, dtype, batch=16, n=4 * LDL_BLOCK + 9, iterations=12)
 
 
 @requires_gpu

@@ -118,6 +118,110 @@ def sytrf_lower(a, nb=64):
     return np.tril(a), ipiv, info
 
 
+def panel_to_target(a, j0, t, nb, w, ipiv):
+    """The GPU's panel step (ffi/ldl_kernels.cu lasyf_lower_kernel), in global indices on the whole
+    matrix: ?lasyf's column steps from column j0 while k < t, so a 2x2 pivot at t - 1 ends the
+    panel at t + 1 (not, as LAPACK, at t - 1): every matrix of a batch then ends its panel at t or
+    t + 1, and one uniform rank-(nb + 1) GEMM over rows and columns t.. updates them all. w is
+    (n, nb + 1), its rows the matrix's. Returns (k_end, info or 0)."""
+    n = a.shape[0]
+    info = 0
+    k = j0
+    while k < t:
+        c = k - j0
+        w[k:, c] = a[k:, k] - a[k:, j0:k] @ w[k, :c]
+        kstep = 1
+        absakk = abs1(w[k, c])
+        if k < n - 1:
+            imax = k + 1 + int(np.argmax(abs1(w[k + 1:, c])))
+            colmax = abs1(w[imax, c])
+        else:
+            imax, colmax = k, 0.0
+        if max(absakk, colmax) == 0 or np.isnan(absakk):
+            info = info or k + 1
+            kp = k
+            a[k:, k] = w[k:, c]
+        else:
+            def row_imax():
+                w[k:imax, c + 1] = a[imax, k:imax]
+                w[imax:, c + 1] = a[imax:, imax]
+                w[k:, c + 1] -= a[k:, j0:k] @ w[imax, :c]
+                rowmax = abs1(w[k:imax, c + 1]).max()
+                if imax < n - 1:
+                    rowmax = max(rowmax, abs1(w[imax + 1:, c + 1]).max())
+                return rowmax, abs1(w[imax, c + 1])
+
+            swap, kstep = bunch_kaufman(absakk, colmax, row_imax)
+            kp = imax if swap else k
+            if swap and kstep == 1:
+                w[k:, c] = w[k:, c + 1]
+            kk = k + kstep - 1
+            if kp != kk:
+                a[kp, kp] = a[kk, kk]
+                a[kp, kk + 1:kp] = a[kk + 1:kp, kk]
+                a[kp + 1:, kp] = a[kp + 1:, kk]
+                a[[kk, kp], j0:k] = a[[kp, kk], j0:k]
+                w[[kk, kp], :c + kstep] = w[[kp, kk], :c + kstep]
+            if kstep == 1:
+                a[k:, k] = w[k:, c]
+                if k < n - 1:
+                    a[k + 1:, k] *= 1 / a[k, k]
+            else:
+                if k < n - 2:
+                    d11, d22, d21 = two_by_two(w[k, c], w[k + 1, c], w[k + 1, c + 1])
+                    a[k + 2:, k] = d21 * (d11 * w[k + 2:, c] - w[k + 2:, c + 1])
+                    a[k + 2:, k + 1] = d21 * (d22 * w[k + 2:, c + 1] - w[k + 2:, c])
+                a[k, k], a[k + 1, k], a[k + 1, k + 1] = w[k, c], w[k + 1, c], w[k + 1, c + 1]
+        if kstep == 1:
+            ipiv[k] = kp + 1
+        else:
+            ipiv[k] = ipiv[k + 1] = -(kp + 1)
+        k += kstep
+    return k, info
+
+
+def sytrf_lower_uniform(a, nb=32):
+    """The GPU's blocked LDL^T (ffi/ldl_ops.cc sytrf_blocked), one matrix of the batch: panels
+    to the uniform targets t = nb, 2 nb, ... while n - t >= nb, each followed by the trailing
+    update from zero-padded copies of L and W (what the strided-batched GEMMs read), then the
+    panel's interchanges partly undone; the tail by ?sytf2 from the matrix's own progress."""
+    a = a.copy()
+    n = a.shape[0]
+    ipiv = np.zeros(n, int)
+    info = 0
+    k = 0
+    t = nb
+    while n - t >= nb:
+        j0 = k
+        w = np.zeros((n, nb + 1), a.dtype)
+        k, panel_info = panel_to_target(a, j0, t, nb, w, ipiv)
+        info = info or panel_info
+        kb = k - j0
+        lp = np.zeros((n, nb + 1), a.dtype)
+        wp = np.zeros((n, nb + 1), a.dtype)
+        lp[k:, :kb] = a[k:, j0:k]
+        wp[k:, :kb] = w[k:, :kb]
+        # Lower triangle of rows/columns t.. (rows < k are zero in lp and wp: untouched).
+        for j in range(t, n):
+            a[j:, j] -= lp[j:] @ wp[j]
+        j = k
+        while j > j0:
+            jj, jp = j, ipiv[j - 1]
+            if jp < 0:
+                jp = -jp
+                j -= 1
+            j -= 1
+            if jp != jj and j > j0:
+                a[[jp - 1, jj - 1], j0:j] = a[[jj - 1, jp - 1], j0:j]
+        t += nb
+    if k < n:
+        a[k:, k:], sub, sub_info = sytf2_lower(a[k:, k:])
+        ipiv[k:] = np.where(sub > 0, sub + k, sub - k)
+        if sub_info and not info:
+            info = sub_info + k
+    return np.tril(a), ipiv, info
+
+
 def main():
     rng = np.random.default_rng(0)
     worst = 0.0
@@ -136,14 +240,15 @@ def main():
                     a[j, :] = a[:, j] = 0
                 sytrf = lapack.get_lapack_funcs("sytrf", dtype=dtype)
                 ld_ref, ipiv_ref, info_ref = sytrf(a, lower=1)
-                ld, ipiv, info = sytrf_lower(a)
-                assert np.array_equal(ipiv, ipiv_ref), (dtype, n, kind, "pivots differ")
-                assert info == info_ref, (dtype, n, kind, info, info_ref)
-                err = np.linalg.norm(ld - np.tril(ld_ref)) / np.linalg.norm(ld_ref)
-                assert err < 1e-10, (dtype, n, kind, err)
-                worst = max(worst, err)
-                cases += 1
-    print(f"blocked LDL^T model == LAPACK ?sytrf on {cases} cases (pivots identical, info "
+                for model in (sytrf_lower, sytrf_lower_uniform):
+                    ld, ipiv, info = model(a)
+                    assert np.array_equal(ipiv, ipiv_ref), (model, dtype, n, kind, "pivots")
+                    assert info == info_ref, (model, dtype, n, kind, info, info_ref)
+                    err = np.linalg.norm(ld - np.tril(ld_ref)) / np.linalg.norm(ld_ref)
+                    assert err < 1e-10, (model, dtype, n, kind, err)
+                    worst = max(worst, err)
+                    cases += 1
+    print(f"blocked LDL^T models == LAPACK ?sytrf on {cases} cases (pivots identical, info "
           f"identical, LD to {worst:.1e})")
 
 
