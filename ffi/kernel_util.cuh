@@ -14,6 +14,9 @@ namespace kernel {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+// The most threads a kernel whose block size is a launch parameter takes (the LDL^T factor
+// kernels): the hardware's limit.
+constexpr int kMaxThreads = 1024;
 
 // cuComplex / cuDoubleComplex share their layout with cuda::std::complex, which has the
 // arithmetic operators the kernels are written with.

@@ -20,9 +20,6 @@ __device__ inline R abs1(cuda::std::complex<R> x) {
   return abs(x.real()) + abs(x.imag());
 }
 
-// The largest abs1(x[i * stride]) over i in [begin, end) and its first index, on every thread
-// of the block (LAPACK's i?amax: ties go to the smallest index; NaN never wins). An empty range
-// (or all NaN) gives value 0 and index `begin`. Starts and ends with a barrier.
 // The warp's largest (value, index) pair on lane 0, ties to the smallest index (every lane calls).
 template <typename R>
 __device__ inline void warp_argmax(R& best, int& best_i) {
@@ -33,15 +30,18 @@ __device__ inline void warp_argmax(R& best, int& best_i) {
   }
 }
 
-template <typename T, typename R>
-__device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* value,
-                             int* index) {
-  __shared__ R warp_value[kWarps];
-  __shared__ int warp_index[kWarps];
+// The largest magnitude(i) over i in [begin, end) and its first index, on every thread of the
+// block (LAPACK's i?amax: ties go to the smallest index; NaN never wins; a negative magnitude
+// marks an index to pass over). An empty range (or all NaN) gives value 0 and index `begin`.
+// Any block size up to kMaxThreads. Starts and ends with a barrier.
+template <typename R, typename Magnitude>
+__device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, int* index) {
+  __shared__ R warp_value[kMaxThreads / 32];
+  __shared__ int warp_index[kMaxThreads / 32];
   R best = -1;
   int best_i = begin;
   for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    R v = abs1(x[i * stride]);
+    const R v = magnitude(i);
     if (v > best) best = v, best_i = i;  // strictly greater: this thread's first maximum
   }
   warp_argmax(best, best_i);
@@ -51,7 +51,7 @@ __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* 
   __syncthreads();
   best = warp_value[0];
   best_i = warp_index[0];
-  for (int w = 1; w < kWarps; ++w) {
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
     R v = warp_value[w];
     int i = warp_index[w];
     if (v > best || (v == best && i < best_i)) best = v, best_i = i;
@@ -69,7 +69,7 @@ __device__ void block_argmax(const T* x, int64_t stride, int begin, int end, R* 
 // column start_all[b] on (the trailing (n - start) x (n - start) matrix, m_max >= n - start),
 // pivots and info in the whole matrix's numbering, info kept where a panel already set it.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     sytrf_lower_kernel(int n_all, int m_max, int ld_shared, const int* start_all, T* a_all,
                        int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(kThreads)
   auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * lda]; };
   const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
+  const int nwarps = nthreads / 32;
   int info = 0;
   // The next column's largest entry below the diagonal, found by the warp that updates that
   // column (warp 0 takes it first) while it updates it: saves a pass and two barriers per step.
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     if (next_known) {
       colmax = next_max, imax = next_index;
     } else {
-      block_argmax(&A(0, k), 1, k + 1, n, &colmax, &imax);
+      block_argmax(k + 1, n, [&](int i) { return abs1(A(i, k)); }, &colmax, &imax);
     }
     next_known = false;
     const R absakk = abs1(A(k, k));
@@ -125,12 +126,12 @@ __global__ void __launch_bounds__(kThreads)
     if (zero_column) {
       if (info == 0) info = k + 1;
     } else if (!(absakk >= alpha * colmax)) {
-      // Row imax of the trailing matrix: A(imax, k:imax) (stride lda), then A(imax+1:n, imax).
-      R rowmax, below;
+      // Row imax of the trailing matrix but its diagonal: A(imax, k:imax), A(imax+1:n, imax).
+      R rowmax;
       int unused;
-      block_argmax(&A(imax, 0), lda, k, imax, &rowmax, &unused);
-      block_argmax(&A(0, imax), 1, imax + 1, n, &below, &unused);
-      rowmax = rowmax > below ? rowmax : below;
+      block_argmax(k, n, [&](int i) {
+        return i < imax ? abs1(A(imax, i)) : i > imax ? abs1(A(i, imax)) : R(-1);
+      }, &rowmax, &unused);
       if (absakk >= alpha * colmax * (colmax / rowmax)) {
         kp = k;
       } else if (abs1(A(imax, imax)) >= alpha * rowmax) {
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kThreads)
       if (kstep == 1 && k + 1 < n) {
         // A(k+1:n, k+1:n) -= x x^T / D, x = A(k+1:n, k) (no conjugation: complex symmetric).
         const T r1 = T(1) / A(k, k);
-        for (int j = k + 1 + warp; j < n; j += kWarps) {
+        for (int j = k + 1 + warp; j < n; j += nwarps) {
           const T xj = r1 * A(j, k);
           update_column(j, j == k + 1, [&](int i) { return A(i, j) - A(i, k) * xj; });
         }
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kThreads)
           w[m_max + j] = d21 * (d22 * A(j, k + 1) - A(j, k));
         }
         __syncthreads();
-        for (int j = k + 2 + warp; j < n; j += kWarps) {
+        for (int j = k + 2 + warp; j < n; j += nwarps) {
           const T wk = w[j], wkp1 = w[m_max + j];
           update_column(j, j == k + 2,
                         [&](int i) { return A(i, j) - A(i, k) * wk - A(i, k + 1) * wkp1; });
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(kThreads)
 // are partly undone in its columns, as ?lasyf stores L. Step for step
 // benchmarks/diag/ldl_blocked_model.py (panel_to_target, sytrf_lower_uniform).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     lasyf_lower_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all, int* progress,
                        int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
@@ -273,7 +274,7 @@ __global__ void __launch_bounds__(kThreads)
     panel_gemv(k, c, k, [&](int i) { return A(i, k); });
     R colmax;
     int imax;
-    block_argmax(&W(0, c), 1, k + 1, n, &colmax, &imax);
+    block_argmax(k + 1, n, [&](int i) { return abs1(W(i, c)); }, &colmax, &imax);
     const R absakk = abs1(W(k, c));
     int kp = k, kstep = 1;
     bool swap = false;
@@ -283,11 +284,10 @@ __global__ void __launch_bounds__(kThreads)
     } else if (!(absakk >= alpha * colmax)) {
       // Row imax of the up-to-date trailing matrix, into W(:, c + 1).
       panel_gemv(k, c + 1, imax, [&](int i) { return i < imax ? A(imax, i) : A(i, imax); });
-      R rowmax, below;
+      R rowmax;
       int unused;
-      block_argmax(&W(0, c + 1), 1, k, imax, &rowmax, &unused);
-      block_argmax(&W(0, c + 1), 1, imax + 1, n, &below, &unused);
-      rowmax = rowmax > below ? rowmax : below;
+      block_argmax(k, n, [&](int i) { return i == imax ? R(-1) : abs1(W(i, c + 1)); }, &rowmax,
+                   &unused);
       if (absakk >= alpha * colmax * (colmax / rowmax)) {
         kp = k;
       } else if (abs1(W(imax, c + 1)) >= alpha * rowmax) {
@@ -476,48 +476,55 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+static bool valid_threads(int threads) {
+  return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;
+}
+
 template <typename D>
 cudaError_t launch_sytf2(cudaStream_t stream, int64_t count, int64_t n, int64_t m_max,
-                         const int* start, D* a, int* ipiv, int* info) {
+                         const int* start, D* a, int* ipiv, int* info, int threads) {
   if (count <= 0 || n <= 0 || m_max <= 0) return cudaSuccess;
-  if (m_max > kLdlKernelMaxN || m_max > n || n > INT32_MAX || count > INT32_MAX) {
+  if (m_max > kLdlKernelMaxN || m_max > n || n > INT32_MAX || count > INT32_MAX ||
+      !valid_threads(threads)) {
     return cudaErrorInvalidValue;
   }
   const MatrixPlace place = place_matrix(m_max, m_max, sizeof(D), 2 * m_max * sizeof(D));
   if (cudaError_t err = allow_shared(sytrf_lower_kernel<D>, place.smem_bytes); err != cudaSuccess) {
     return err;
   }
-  sytrf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, place.smem_bytes, stream>>>(
+  sytrf_lower_kernel<D><<<static_cast<unsigned>(count), threads, place.smem_bytes, stream>>>(
       static_cast<int>(n), static_cast<int>(m_max), place.ld_shared, start, a, ipiv, info);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
-                                int* info) {
+                                int* info, int threads) {
   using D = typename device_type<T>::type;
-  return launch_sytf2(stream, count, n, n, nullptr, reinterpret_cast<D*>(a), ipiv, info);
+  return launch_sytf2(stream, count, n, n, nullptr, reinterpret_cast<D*>(a), ipiv, info,
+                      threads);
 }
 
 template <typename T>
 cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t n,
                                      int64_t m_max, const int* start, T* a, int* ipiv,
-                                     int* info) {
+                                     int* info, int threads) {
   using D = typename device_type<T>::type;
-  return launch_sytf2(stream, count, n, m_max, start, reinterpret_cast<D*>(a), ipiv, info);
+  return launch_sytf2(stream, count, n, m_max, start, reinterpret_cast<D*>(a), ipiv, info,
+                      threads);
 }
 
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
-                                int* info) {
+                                int* info, int threads) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (nb < 1 || nb > kLdlMaxBlock || target < nb || target >= n || n > INT32_MAX ||
-      count > INT32_MAX) {
+      count > INT32_MAX || !valid_threads(threads)) {
     return cudaErrorInvalidValue;
   }
-  lasyf_lower_kernel<D><<<static_cast<unsigned>(count), kThreads, (nb + 1) * sizeof(D), stream>>>(
+  lasyf_lower_kernel<D><<<static_cast<unsigned>(count), threads, (nb + 1) * sizeof(D), stream>>>(
       static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target),
       reinterpret_cast<D*>(a), reinterpret_cast<D*>(w), reinterpret_cast<D*>(l), progress, ipiv,
       info);
@@ -539,11 +546,12 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
 }
 
 #define JCM_LDL_KERNELS(T)                                                                     \
-  template cudaError_t sytrf_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*); \
+  template cudaError_t sytrf_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*,  \
+                                              int);                                            \
   template cudaError_t sytf2_lower_tail_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,    \
-                                                   const int*, T*, int*, int*);                 \
+                                                   const int*, T*, int*, int*, int);            \
   template cudaError_t lasyf_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t,  \
-                                              T*, T*, T*, int*, int*, int*);                    \
+                                              T*, T*, T*, int*, int*, int*, int);               \
   template cudaError_t sytrs_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, \
                                               const int64_t*, T*);
 JCM_LDL_KERNELS(float)

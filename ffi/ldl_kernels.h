@@ -21,10 +21,11 @@ inline constexpr int64_t kLdlMaxBlock = 256;
 // Factors `count` column-major n x n matrices in place from their lower triangles, exactly as
 // LAPACK ?sytf2 (UPLO = 'L', complex symmetric for complex T: no conjugation): the compact
 // L and D in `a`, LAPACK's 1-based pivots (negative pairs for 2x2 blocks) in `ipiv` (count x n),
-// and info[i] = the first k (1-based) with a zero column (D(k, k) = 0), else 0.
+// and info[i] = the first k (1-based) with a zero column (D(k, k) = 0), else 0. `threads` per
+// matrix (the factor kernels' block size): a multiple of 32 up to 1024.
 template <typename T>
 cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
-                                int* info);
+                                int* info, int threads);
 
 // The blocked factorization's pieces (ldl_ops.cc sytrf_blocked drives them; the NumPy model is
 // benchmarks/diag/ldl_blocked_model.py sytrf_lower_uniform). One panel of LAPACK ?lasyf per
@@ -35,13 +36,14 @@ cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
-                                int* info);
+                                int* info, int threads);
 
 // ?sytf2 on each matrix's trailing (n - start[i]) x (n - start[i]) part, start[i] >= n - m_max
 // (m_max <= kLdlKernelMaxN): the blocked factorization's last columns.
 template <typename T>
 cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t n,
-                                     int64_t m_max, const int* start, T* a, int* ipiv, int* info);
+                                     int64_t m_max, const int* start, T* a, int* ipiv, int* info,
+                                     int threads);
 
 // Solves A X = B for `count` systems from sytrf_lower_batched's (or LAPACK's) factor and pivots,
 // as LAPACK ?sytrs (UPLO = 'L'): b (count x n x nrhs, column-major) is overwritten with X.

@@ -21,6 +21,17 @@ namespace jcm {
 
 namespace {
 
+// Threads per matrix of the factor kernels (?sytf2, ?lasyf panels): kLdlThreads, or
+// JCM_LDL_THREADS (a multiple of 32 up to 1024) to measure others.
+inline constexpr int64_t kLdlThreads = 256;
+inline int ldl_threads() {
+  static const int threads = [] {
+    const int64_t value = block_size_from_env("JCM_LDL_THREADS", kLdlThreads, 32, 1024);
+    return static_cast<int>(value % 32 == 0 ? value : kLdlThreads);
+  }();
+  return threads;
+}
+
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
 template <typename T>
 struct sytrf_traits {
@@ -64,7 +75,7 @@ struct sytrf_traits {
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
     JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n, ipiv + begin * n,
-                                 info + begin));
+                                 info + begin, ldl_threads()));
     return ffi::Error::Success();
   }
 };
@@ -118,7 +129,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       int64_t target = nb;
       for (; n - target >= nb; target += nb) {
         JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, nb, target, a, w, l, progress, ipiv,
-                                     info));
+                                     info, ldl_threads()));
         // A(target:, target:) -= L W^T, block column by block column from the diagonal down
         // (transpose, not conjugate: complex symmetric).
         for (int64_t c = target; c < n; c += kLdlUpdateBlock) {
@@ -132,7 +143,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       }
       // Every matrix has reached column target - nb (the last panel's target) or one more.
       JCM_CUDA(sytf2_lower_tail_batched(ctx.stream, count, n, n - (target - nb), progress, a,
-                                        ipiv, info));
+                                        ipiv, info, ldl_threads()));
     }
     return ffi::Error::Success();
   });

@@ -114,11 +114,10 @@ def unpack_ldl(ld, pivots, hermitian=False):
             assert k + 1 < n and pivots[k + 1] == p, f"2x2 block at {k} not paired: {pivots}"
         swap, target = k + size - 1, abs(p) - 1
         assert swap <= target < n, f"pivot {k} = {p} out of range: {pivots}"
-        perm = np.eye(n, dtype=np.complex128)
-        perm[[swap, target]] = perm[[target, swap]]
-        block = np.eye(n, dtype=np.complex128)
-        block[k + size:, k:k + size] = ld[k + size:, k:k + size]
-        m = m @ perm @ block
+        # m @ P(k) swaps two columns; m @ L(k) adds m's trailing columns times the multipliers
+        # to columns k.. (O(n^2) a step: dense products would make large n take minutes).
+        m[:, [swap, target]] = m[:, [target, swap]]
+        m[:, k:k + size] += m[:, k + size:] @ ld[k + size:, k:k + size]
         d[k:k + size, k:k + size] = np.tril(ld[k:k + size, k:k + size])
         if size == 2:
             d[k, k + 1] = np.conj(d[k + 1, k]) if hermitian else d[k + 1, k]
