@@ -21,15 +21,29 @@ namespace jcm {
 
 namespace {
 
-// Threads per matrix of the factor kernels (?sytf2, ?lasyf panels): kLdlThreads, or
-// JCM_LDL_THREADS (a multiple of 32 up to 1024) to measure others.
-inline constexpr int64_t kLdlThreads = 256;
-inline int ldl_threads() {
-  static const int threads = [] {
-    const int64_t value = block_size_from_env("JCM_LDL_THREADS", kLdlThreads, 32, 1024);
-    return static_cast<int>(value % 32 == 0 ? value : kLdlThreads);
+// Threads per matrix of the factor kernels (one block each). Each column step is a few
+// barriers and short dependent loops, so latency bounds it: where a launch's blocks have an SM
+// each (count <= SMs), 512 threads hide more of it from n = 128 on; where blocks share SMs, 256
+// (H100 float32 ?sytf2 kernel, 256 / 512 threads: 64x64 0.132 / 0.138 ms, 64x128 0.316 / 0.303,
+// 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels: 512 from n = 512 (64x1024
+// blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 / 0.819).
+// JCM_LDL_THREADS (a multiple of 32 up to 1024) sets every launch's, to measure.
+enum class LdlKernel { kSytf2, kPanel };
+
+inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
+  static const int forced = [] {
+    const int64_t value = block_size_from_env("JCM_LDL_THREADS", 0, 32, 1024);
+    return static_cast<int>(value % 32 == 0 ? value : 0);
   }();
-  return threads;
+  if (forced) return forced;
+  if (kernel == LdlKernel::kPanel) return n >= 512 ? 512 : 256;
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();  // no count: the safe default, and no error left for the next check
+    return 256;
+  }
+  return n >= 128 && count <= sms ? 512 : 256;
 }
 
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
@@ -75,7 +89,7 @@ struct sytrf_traits {
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
     JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n, ipiv + begin * n,
-                                 info + begin, ldl_threads()));
+                                 info + begin, ldl_threads(LdlKernel::kSytf2, n, end - begin)));
     return ffi::Error::Success();
   }
 };
@@ -129,7 +143,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       int64_t target = nb;
       for (; n - target >= nb; target += nb) {
         JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, nb, target, a, w, l, progress, ipiv,
-                                     info, ldl_threads()));
+                                     info, ldl_threads(LdlKernel::kPanel, n, count)));
         // A(target:, target:) -= L W^T, block column by block column from the diagonal down
         // (transpose, not conjugate: complex symmetric).
         for (int64_t c = target; c < n; c += kLdlUpdateBlock) {
@@ -142,8 +156,9 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
         }
       }
       // Every matrix has reached column target - nb (the last panel's target) or one more.
-      JCM_CUDA(sytf2_lower_tail_batched(ctx.stream, count, n, n - (target - nb), progress, a,
-                                        ipiv, info, ldl_threads()));
+      const int64_t tail = n - (target - nb);
+      JCM_CUDA(sytf2_lower_tail_batched(ctx.stream, count, n, tail, progress, a, ipiv, info,
+                                        ldl_threads(LdlKernel::kSytf2, tail, count)));
     }
     return ffi::Error::Success();
   });
