@@ -37,3 +37,14 @@ def backend_has_gpu() -> bool:
         return any(d.platform == "gpu" for d in jax.devices())
     except RuntimeError:
         return False
+
+
+def geqrf(a):
+    """JAX's geqrf, (h, taus) in LAPACK's layout: private in every supported release; where it
+    is missing, jnp's raw QR (geqrf's output transposed, which costs a transpose back)."""
+    from jax._src.lax import linalg as lax_linalg
+    if hasattr(lax_linalg, "geqrf"):
+        return lax_linalg.geqrf(a)
+    import jax.numpy as jnp  # pragma: no cover
+    h, taus = jnp.linalg.qr(a, mode="raw")  # pragma: no cover
+    return jnp.swapaxes(h, -1, -2), taus  # pragma: no cover

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import strategy as _strategy
+from . import _compat, strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._primitive import SolverPrimitive, ffi_solver_call
 from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_where_failed, promote,
@@ -48,8 +48,7 @@ def _geqrf_shapes(a, *, strategy, lanes):
 
 
 def _geqrf_jax(a, *, strategy, lanes):
-    h, taus = jnp.linalg.qr(a, mode="raw")  # jnp's raw is geqrf's output transposed
-    return jnp.swapaxes(h, -1, -2), taus
+    return _compat.geqrf(a)
 
 
 def _geqrf_cuda(a, *, strategy, lanes):

@@ -662,7 +662,9 @@ def test_auto_choices():
     assert jcm_strategy.svd_routine("jacobi", 4000, 8) == "gesvdj"
     assert choose("gesvdj", 64, (32, 32), np.float32).strategy == "batched"
     assert choose("gesvdj", 64, (33, 32), np.float32).strategy == "looped"
-    assert choose("gesvdj", 1, (64, 64), np.float32).strategy == "sequential"
+    # A single matrix: JAX's own lowering (the same one call), or ours when lanes are asked for.
+    assert choose("gesvdj", 1, (64, 64), np.float32).strategy == "xla"
+    assert choose("gesvdj", 1, (64, 64), np.float32, lanes=2).strategy == "sequential"
     # gesvdjBatched cannot take n > 32: a request for it goes to lanes.
     assert choose("gesvdj", 64, (64, 64), np.float32, "batched").strategy == "looped"
     assert choose("gesvd", 64, (16, 16), np.float32).strategy == "looped"
