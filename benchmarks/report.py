@@ -72,9 +72,15 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
     cells, slow = [], {}
     bar = _progress(len(grid), "report")
+    started = time.perf_counter()
     try:
         for index, (op, dtype, batch, n) in enumerate(grid):
             t0 = time.perf_counter()
+            budget = getattr(args, "budget_s", None)
+            if budget and t0 - started > budget:
+                print(f"\n# --budget-s {budget:g} spent: {len(grid) - index} cells left "
+                      "for --resume", flush=True)
+                break
             why = _too_slow_before(slow, op, dtype, batch, n, args.jax_limit_s)
             if (op, dtype, batch, n) in earlier and earlier[(op, dtype, batch, n)].get(
                     "status") != "error":
@@ -309,6 +315,9 @@ def parse_args(argv=None):
                    help="a check of the report without a GPU, under a minute")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="start no cell after this many seconds; the figures and summary then "
+                        "cover the cells done, and --resume goes on with the rest")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="JSON",
@@ -398,7 +407,8 @@ def main(argv=None) -> int:
             print(f"# resuming {resume_path}: {len(done)} cells done before", flush=True)
     cells = run_grid(args, bench_args, torch, write, done)
     figures = plot(cells, args.out, stem, plt) if plt is not None else {}
-    summary = write(cells, len(cells), figures)
+    total = len(args.ops) * len(args.dtypes) * len(args.batches) * len(args.sizes)
+    summary = write(cells, total, figures)
     print(f"\n# wrote {json_path}, {md_path}"
           + (f" and {sum(len(f) for f in figures.values())} figures" if figures else "")
           + f" ({time.perf_counter() - started:.0f} s)\n")

@@ -613,3 +613,24 @@ def test_report_grid_resumes_and_skips_beyond_slow_jax(monkeypatch):
     assert ran == [(1, 64), (4, 16)]  # 1x16 from the earlier run; 1x128, 4x64, 4x128 skipped
     assert [c["status"] for c in cells] == ["ok", "ok", "skipped", "ok", "skipped", "skipped"]
     assert "JAX took 30 s per call at 1x64 (> 20 s)" in cells[2]["note"]
+
+
+def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    clock = [0.0]
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        clock[0] += 10.0  # each cell takes 10 s
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                 sizes=[16, 64, 128], jax_limit_s=20.0, budget_s=25.0))()
+    cells = report.run_grid(args, type("BenchArgs", (), dict(seed=0))(), None,
+                            lambda cells, total: None)
+    # Cells start at 0, 10 and 20 s; the fourth would start at 30 s, past the budget.
+    assert [(c["batch"], c["n"]) for c in cells] == [(1, 16), (1, 64), (1, 128)]
+
