@@ -189,7 +189,8 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
     below = summary["cells_below_parity"]
     lines.append(f"Cells below {summary['parity_bar']}x of JAX: {len(below) or 'none'}.")
     for b in below:
-        why = (" (auto picks JAX's own lowering: parity, the difference is noise)"
+        why = (" (auto picks JAX's own lowering: the gap is noise, or this project's "
+               "non-finite-input guard around it where the op has one)"
                if b["parity"] else f" (auto picks {b['auto_picks']})")
         lines.append(f"- {b['cell']}: {b['speedup']:.2f}x{why}")
     lines += ["", f"Skipped cells: {len(summary['skipped']) or 'none'}."]
