@@ -3,12 +3,7 @@
 # row-maximum reduction instead of two. Build; test_ldl (the kernel and blocked tests also at
 # 1024 threads); ldl_factor at 256 / 512 / 1024 threads per matrix; float64 QR, qr_multiply,
 # Cholesky and cho_solve on the issue-4 grid. Results tarred into $OUT.
-set -uo pipefail
-export OUT
-t0=$SECONDS
-SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-rm -f "$OUT/build.txt"
-mkdir -p "$OUT/r"
+source benchmarks/plans/device_call.sh
 echo "built at $((SECONDS - t0)) s"
 SKIP_BUILD=1 SKIP_BENCH=1 TESTS="tests/test_ldl.py" PYTEST_ARGS="-k 'not stream and not threads_gpu'" \
   TEST_TIMEOUT=150 OUT="$OUT/r/t1" bash benchmarks/gpu_session.sh > "$OUT/r/tests1.txt" 2>&1

@@ -2,12 +2,7 @@
 # Session 7, device call 4: the GPU tests of the code paths the session's strategy changes touch
 # (cholesky, qr, tune; ldl ran in call 3), the float64 eigh cells at parity with pooled rounds
 # (auto there is JAX's own lowering), and issue 7's report --quick (its first GPU run).
-set -uo pipefail
-export OUT
-t0=$SECONDS
-SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-rm -f "$OUT/build.txt"
-mkdir -p "$OUT/r"
+source benchmarks/plans/device_call.sh
 SKIP_BUILD=1 SKIP_BENCH=1 TESTS="tests/test_cholesky.py tests/test_qr.py tests/test_tune.py" TEST_TIMEOUT=250 \
   OUT="$OUT/r/t1" bash benchmarks/gpu_session.sh > "$OUT/r/tests1.txt" 2>&1
 grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests1.txt" | head -20; tail -1 "$OUT/r/t1/pytest.log"

@@ -2,12 +2,7 @@
 # Session 7, device call 5: a single matrix goes to JAX's own lowering under auto (where JAX has
 # one; geqrf's JAX path without the transpose pair). Build; every test file but matmul and ldl
 # (ldl ran in call 3; neither is touched), the slow stream tests left out; report --quick again.
-set -uo pipefail
-export OUT
-t0=$SECONDS
-SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-rm -f "$OUT/build.txt"
-mkdir -p "$OUT/r"
+source benchmarks/plans/device_call.sh
 SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT=400 OUT="$OUT/r/t1" \
   TESTS="tests/test_lu.py tests/test_cholesky.py tests/test_qr.py tests/test_eigh.py tests/test_eig.py tests/test_svd.py tests/test_tune.py" \
   PYTEST_ARGS="-k 'not stream_semantics and not threads_gpu'" \

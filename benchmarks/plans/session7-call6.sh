@@ -2,12 +2,7 @@
 # Session 7, device call 6: the svd lowering tests changed for single matrices under auto; then the
 # issue-7 grid (float32 first, auto, PyTorch alongside) for as long as the call allows, written
 # after every cell: later sessions go on with --resume benchmarks/results/h100-grid_<gpu>.json.
-set -uo pipefail
-export OUT
-t0=$SECONDS
-SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-rm -f "$OUT/build.txt"
-mkdir -p "$OUT/r"
+source benchmarks/plans/device_call.sh
 SKIP_BUILD=1 SKIP_BENCH=1 TESTS="tests/test_svd.py" PYTEST_ARGS="-k 'lowering or auto_choices'" \
   TEST_TIMEOUT=60 OUT="$OUT/r/t1" bash benchmarks/gpu_session.sh > "$OUT/r/tests1.txt" 2>&1
 grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests1.txt" | head; tail -1 "$OUT/r/t1/pytest.log"
