@@ -72,11 +72,11 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
     cells, slow = [], {}
     bar = _progress(len(grid), "report")
+    budget = getattr(args, "budget_s", None)  # callers' own args objects may not have one
     started = time.perf_counter()
     try:
         for index, (op, dtype, batch, n) in enumerate(grid):
             t0 = time.perf_counter()
-            budget = getattr(args, "budget_s", None)
             if budget and t0 - started > budget:
                 print(f"\n# --budget-s {budget:g} spent: {len(grid) - index} cells left "
                       "for --resume", flush=True)
