@@ -109,6 +109,8 @@ SMOKE_REPEATS = 3
 # max(floor for its dtype, ERROR_RATIO x the error of JAX's answer to the same inputs).
 ERROR_FLOOR = {"float32": 1e-3, "float64": 1e-8}
 ERROR_RATIO = 20.0
+# Cells faster than this (ms) are timed in --small-rounds pooled alternating rounds.
+SMALL_CELL_MS = 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,13 +511,19 @@ def measure_torch(torch, fn, inputs, args) -> dict:
 def extra_rounds(impls: dict, timed: dict, inputs, args) -> None:
     """--rounds R > 1: time every JAX-side impl R - 1 more times, in alternating order, and pool
     the repeats: a GPU state that changes between blocks of repeats (H100 eigh 16x1024: 60 or
-    69 ms per call from one block to the next, whoever calls) then falls on every impl alike."""
+    69 ms per call from one block to the next, whoever calls) then falls on every impl alike.
+    Cells where an impl takes under SMALL_CELL_MS get at least --small-rounds: there the host's
+    launch gaps are most of the time, and one block of repeats each put the same lowering at
+    +-30% of itself (H100 float32 solve 4x16, both JAX's lowering: 0.088 vs 0.141 ms)."""
     names = [name for name in timed if "failed" not in impls[name]]
-    for r in range(1, args.rounds):
+    rounds = args.rounds
+    if any(impls[name].get("median_ms", math.inf) < SMALL_CELL_MS for name in names):
+        rounds = max(rounds, args.small_rounds)
+    per_round = {name: len(impls[name]["times_ms"]) for name in names}
+    for r in range(1, rounds):
         for name in names if r % 2 == 0 else names[::-1]:
             result = impls[name]
-            times = device_time_ms(timed[name], *inputs, repeats=len(result["times_ms"]),
-                                   warmup=1)
+            times = device_time_ms(timed[name], *inputs, repeats=per_round[name], warmup=1)
             pooled = result["times_ms"] + [float(t) for t in times]
             result.update(_summary(pooled), rounds=r + 1)
 
@@ -541,6 +549,23 @@ def _short(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # One cell.
+
+
+def auto_plan(op: Op, shape, dtype: str, args) -> dict:
+    """What `auto` runs for the op's first operand of `shape` (jcm.explain), as JSON."""
+    try:
+        plan = jcm.explain(op.routine or op.ours or op.name, tuple(shape), np.dtype(dtype),
+                           strategy="auto", lanes=args.lanes)
+    except Exception as exc:  # noqa: BLE001
+        return {"failed": _short(exc)}
+    found = {k: _jsonable(getattr(plan, k, None)) for k in ("strategy", "lanes", "reason",
+                                                             "source")}
+    found["text"] = str(plan)
+    return found
+
+
+def first_operand_shape(op: Op, dtype: str, batch: int, n: int) -> tuple:
+    return tuple(jax.eval_shape(lambda: op.build(jax.random.key(0), batch, n, dtype)[0])[0].shape)
 
 
 def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> dict:
@@ -579,14 +604,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
         cell["note"] = "jax_cusolver_ms not importable: " + JCM_IMPORT_ERROR
     else:
         if hasattr(jcm, "explain"):
-            try:
-                plan = jcm.explain(op.routine or op.ours or op.name, inputs[0].shape,
-                                   np.dtype(dtype), strategy="auto", lanes=args.lanes)
-                cell["explain"] = {k: _jsonable(getattr(plan, k, None))
-                                   for k in ("strategy", "lanes", "reason", "source")}
-                cell["explain"]["text"] = str(plan)
-            except Exception as exc:  # noqa: BLE001
-                cell["explain"] = {"failed": _short(exc)}
+            cell["explain"] = auto_plan(op, inputs[0].shape, dtype, args)
         for spec in args.strategies:
             # "batched:8" = the batched strategy with the batch split over 8 lanes.
             strategy, _, lanes = spec.partition(":")
@@ -825,6 +843,9 @@ def parse_args(argv=None):
                    help="seconds one measurement may take: slow calls get fewer repeats, "
                         "never fewer than --min-repeats (default 4)")
     p.add_argument("--min-repeats", type=int, default=3)
+    p.add_argument("--small-rounds", type=int, default=5,
+                   help=f"at least this many rounds where an impl takes < {SMALL_CELL_MS} ms "
+                        "(default 5)")
     p.add_argument("--rounds", type=int, default=1,
                    help="time JAX and ours this many times each, alternating, repeats pooled "
                         "(for cells whose GPU state drifts between blocks of repeats)")

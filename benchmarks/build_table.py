@@ -3,7 +3,8 @@
     python -m benchmarks.build_table benchmarks/results/*_NVIDIA-H100-80GB-HBM3.json \
         --out jax_cusolver_ms/tables/h100.json
 
-Reads the JSON that benchmarks.bench / benchmarks.report write. Each cell of an op that times one
+Reads the JSON that benchmarks.bench / benchmarks.report write, and tables (what
+`python -m jax_cusolver_ms.tune --out` writes, or an earlier shipped table). Each cell of an op that times one
 routine on its own (ROUTINES below) becomes a measured point of that routine: JAX's time is the
 "xla" candidate, each "jcm:<strategy>[:lanes]" column the candidate that strategy really runs
 (strategy.choose resolves it: e.g. "batched" where no batched API fits runs lanes), and "auto"
@@ -73,6 +74,15 @@ def build(paths) -> dict:
     for path in paths:
         with open(path) as f:
             doc = json.load(f)
+        if "entries" in doc:  # a table: `python -m jax_cusolver_ms.tune --out` or this script's
+            tuned = _tables.Table.from_json(doc, str(path))
+            gpus.add(tuned.gpu)
+            sources.append(str(path))
+            for key, tuned_points in tuned.entries.items():
+                at = points.setdefault(key, {})
+                for p in tuned_points:
+                    at.setdefault((p.batch, p.n), {}).update(p.times_ms)
+            continue
         env = doc["environment"]
         if env.get("jax_backend") != "gpu":
             continue
@@ -99,7 +109,8 @@ def build(paths) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.build_table", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", nargs="+", help="benchmark JSON files (one GPU model)")
+    p.add_argument("results", nargs="+",
+                   help="benchmark JSON files and tune tables (one GPU model), later ones win")
     p.add_argument("--out", required=True, help="the table to write")
     args = p.parse_args(argv)
     doc = build(args.results)

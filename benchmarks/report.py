@@ -82,9 +82,9 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                       "for --resume", flush=True)
                 break
             why = _too_slow_before(slow, op, dtype, batch, n, args.jax_limit_s)
-            if (op, dtype, batch, n) in earlier and earlier[(op, dtype, batch, n)].get(
-                    "status") != "error":
-                cell = earlier[(op, dtype, batch, n)]
+            kept = earlier.get((op, dtype, batch, n))
+            if kept is not None and not _stale(kept, args, bench_args):
+                cell = kept
             elif why:
                 cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
                         "status": "skipped", "note": why}
@@ -114,6 +114,33 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
         if bar is not None:
             bar.close()
     return cells
+
+
+def _plan_key(plan) -> tuple | None:
+    if not plan or "strategy" not in plan:
+        return None
+    return plan["strategy"], int(plan.get("lanes") or 1)
+
+
+def _stale(cell: dict, args, bench_args) -> bool:
+    """An earlier cell is measured again when it failed, when `auto` now picks another strategy
+    or lane count for it (a new table, or new rules: its time is no longer auto's), or, with
+    --redo-below R, when its speed-up over JAX was under R."""
+    if cell.get("status") == "error":
+        return True
+    redo_below = getattr(args, "redo_below", None)
+    speedup = _speedup(cell)
+    if redo_below and speedup is not None and speedup < redo_below:
+        return True
+    if cell.get("status") == "skipped" or bench.jcm is None:
+        return False
+    op = bench.OPS[cell["op"]]
+    shape = bench.first_operand_shape(op, cell["dtype"], cell["batch"], cell["n"])
+    before = _plan_key(cell.get("explain"))
+    if before is None:  # no plan recorded: nothing to compare with
+        return False
+    now = _plan_key(bench.auto_plan(op, shape, cell["dtype"], bench_args))
+    return now is not None and now != before
 
 
 # --- the summary ----------------------------------------------------------------------------------
@@ -319,6 +346,9 @@ def parse_args(argv=None):
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no cell after this many seconds; the figures and summary then "
                         "cover the cells done, and --resume goes on with the rest")
+    p.add_argument("--redo-below", type=float, default=None, metavar="R",
+                   help="with --resume: measure again the cells whose speed-up over JAX was "
+                        "under R (cells whose auto plan changed are measured again anyway)")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="JSON",

@@ -561,6 +561,54 @@ def test_build_table_resolves_what_each_strategy_ran():
     assert times == {"xla": 100.0, "looped:8": 20.0, "looped:16": 15.0}
 
 
+@pytest.mark.parametrize("fast_ms, rounds", [(0.1, 5), (2.0, 1)])
+def test_bench_pools_alternating_rounds_for_small_cells(monkeypatch, fast_ms, rounds):
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+
+    def fake_timer(fn, *inputs, repeats, warmup):
+        calls.append(fn)
+        return [fast_ms] * repeats
+
+    monkeypatch.setattr(bench, "device_time_ms", fake_timer)
+    args = bench.parse_args(["--cpu-smoke"])
+    assert args.small_rounds == 5 and args.rounds == 1
+    impls = {"jax": {**bench._summary([fast_ms] * 4)},
+             "jcm:auto": {**bench._summary([fast_ms * 2] * 4)},
+             "jcm:looped": {"failed": "x"}}
+    jax_fn, ours_fn = object(), object()
+    bench.extra_rounds(impls, {"jax": jax_fn, "jcm:auto": ours_fn}, (), args)
+    assert len(calls) == 2 * (rounds - 1)
+    # Alternating order: ours first in odd rounds, JAX first in even ones.
+    assert calls[:4] == ([ours_fn, jax_fn, jax_fn, ours_fn] if rounds > 1 else [])
+    assert len(impls["jax"]["times_ms"]) == 4 * rounds
+    assert impls["jax"].get("rounds", 1) == rounds and "rounds" not in impls["jcm:looped"]
+
+
+def test_build_table_merges_tuned_tables_later_files_winning(tmp_path):
+    build_table = importlib.import_module("benchmarks.build_table")
+    gpu = "NVIDIA Test GPU"
+    bench_doc = {"environment": {"jax_backend": "gpu", "device_kind": gpu}, "args": {},
+                 "cells": [{"op": "lu_factor", "dtype": "float32", "batch": 64, "n": 512,
+                            "impls": {"jax": {"median_ms": 10.0},
+                                      "jcm:looped:8": {"median_ms": 24.0, "ok": True}}}]}
+    tuned = {"format": 1, "gpu": gpu, "key": {"jax": "x"}, "entries": {"getrf": {"float32": [
+        {"batch": 64, "n": 512, "times_ms": {"looped:8": 20.0}},
+        {"batch": 4, "n": 512, "times_ms": {"xla": 7.0, "looped:4": 1.5}}]}}}
+    paths = [tmp_path / "bench.json", tmp_path / "tuned.json"]
+    for path, doc in zip(paths, (bench_doc, tuned)):
+        path.write_text(json.dumps(doc))
+    doc = build_table.build([str(p) for p in paths])
+    points = {(p["batch"], p["n"]): p["times_ms"] for p in doc["entries"]["getrf"]["float32"]}
+    assert points == {(64, 512): {"xla": 10.0, "looped:8": 20.0},
+                      (4, 512): {"xla": 7.0, "looped:4": 1.5}}
+    assert doc["built_from"] == [str(p) for p in paths]
+    other = dict(tuned, gpu="NVIDIA Other GPU")
+    paths[1].write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="one GPU model"):
+        build_table.build([str(p) for p in paths])
+
+
 @pytest.mark.parametrize("with_plots", [True, False])
 def test_report_cpu_smoke_writes_json_markdown_and_figures(tmp_path, with_plots):
     args = [sys.executable, "-m", "benchmarks.report", "--cpu-smoke", "--ops", "lu_factor",
@@ -613,6 +661,38 @@ def test_report_grid_resumes_and_skips_beyond_slow_jax(monkeypatch):
     assert ran == [(1, 64), (4, 16)]  # 1x16 from the earlier run; 1x128, 4x64, 4x128 skipped
     assert [c["status"] for c in cells] == ["ok", "ok", "skipped", "ok", "skipped", "skipped"]
     assert "JAX took 30 s per call at 1x64 (> 20 s)" in cells[2]["note"]
+
+
+def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((batch, n))
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": 1.0}}}
+
+    def plan(batch, n):  # what auto picks now: lanes from n = 64
+        return {"strategy": "looped", "lanes": 4} if n >= 64 else {"strategy": "xla", "lanes": 1}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report.bench, "auto_plan", lambda op, shape, dtype, a: plan(*shape[:2]))
+    monkeypatch.setattr(report.bench, "first_operand_shape", lambda op, d, b, n: (b, n, n))
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+
+    def earlier(n, strategy, ours_ms):
+        return {"op": "lu_factor", "dtype": "float32", "batch": 4, "n": n, "status": "ok",
+                "explain": {"strategy": strategy, "lanes": 1},
+                "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": ours_ms}}}
+
+    done = [earlier(16, "xla", 1.0), earlier(32, "xla", 1.25), earlier(64, "xla", 1.0)]
+    for redo_below, expected in [(None, [(4, 64)]), (0.95, [(4, 32), (4, 64)])]:
+        ran.clear()
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
+                                     sizes=[16, 32, 64], jax_limit_s=20.0,
+                                     redo_below=redo_below))()
+        report.run_grid(args, type("B", (), dict(seed=0))(), None, lambda c, t: None, done)
+        assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before
 
 
 def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
