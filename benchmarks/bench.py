@@ -475,11 +475,25 @@ def _wall_ms(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def measure_jax(fn, inputs, args) -> tuple[dict, Any]:
-    """Compile and run once (the output is checked), probe once, then time on the device."""
-    jitted = jax.jit(fn)
-    out = jax.block_until_ready(jitted(*inputs))
-    probe_ms = _wall_ms(lambda: jitted(*inputs))
+class TooSlow(Exception):
+    """One call took longer than the limit: the cell is skipped, not timed."""
+
+    def __init__(self, call_ms: float, limit_s: float):
+        super().__init__(f"one call took {call_ms / 1e3:.0f} s (> {limit_s:g} s)")
+        self.call_ms = call_ms
+
+
+def measure_jax(fn, inputs, args, limit_s: float | None = None) -> tuple[dict, Any]:
+    """Compile, run once (the output is checked; the run is the probe), then time on the
+    device. A first run over `limit_s` raises TooSlow instead of being timed again."""
+    compiled = jax.jit(fn).lower(*inputs).compile()
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled(*inputs))
+    probe_ms = (time.perf_counter() - start) * 1e3
+    if limit_s and probe_ms > limit_s * 1e3:
+        raise TooSlow(probe_ms, limit_s)
+    if probe_ms < 100:  # a first run may still allocate: probe again where it is cheap
+        probe_ms = _wall_ms(lambda: compiled(*inputs))
     repeats, warmup = _counts(args, probe_ms)
     times = device_time_ms(fn, *inputs, repeats=repeats, warmup=warmup)
     return {**_summary(times), "warmup": warmup, "probe_ms": probe_ms}, out
@@ -590,11 +604,18 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
     # JAX's reference: its time, and its error, which sets the bar for ours.
     jax_error = math.nan
     try:
-        impls["jax"], out = measure_jax(op.reference, inputs, args)
+        impls["jax"], out = measure_jax(op.reference, inputs, args,
+                                        getattr(args, "jax_limit_s", None))
         timed["jax"] = op.reference
         jax_error = float(op.error(inputs, truth, out))
         impls["jax"]["error"] = jax_error
         del out
+    except TooSlow as slow:
+        # The grid's rule: a cell where JAX takes over the limit per call is skipped and said.
+        impls["jax"] = {"probe_ms": slow.call_ms}
+        cell["status"] = "skipped"
+        cell["note"] = f"JAX: {slow}"
+        return cell
     except Exception as exc:  # noqa: BLE001
         impls["jax"] = {"failed": _short(exc)}
     bar = max(floor, ERROR_RATIO * jax_error) if math.isfinite(jax_error) else floor
@@ -843,6 +864,8 @@ def parse_args(argv=None):
                    help="seconds one measurement may take: slow calls get fewer repeats, "
                         "never fewer than --min-repeats (default 4)")
     p.add_argument("--min-repeats", type=int, default=3)
+    p.add_argument("--jax-limit-s", type=float, default=None,
+                   help="skip a cell (and say so) where one call of JAX's takes longer")
     p.add_argument("--small-rounds", type=int, default=5,
                    help=f"at least this many rounds where an impl takes < {SMALL_CELL_MS} ms "
                         "(default 5)")

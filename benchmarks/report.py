@@ -376,6 +376,7 @@ def parse_args(argv=None):
                  "--shapes", ",".join(f"{b}x{n}" for b in args.batches for n in args.sizes),
                  "--max-input-gb", str(args.max_input_gb), "--out", args.out]
     forwarded += ["--repeats", str(args.repeats)] if args.repeats else []
+    forwarded += ["--jax-limit-s", str(args.jax_limit_s)]
     forwarded += ["--no-torch"] if args.no_torch or args.cpu_smoke else []
     forwarded += ["--cpu-smoke"] if args.cpu_smoke else []
     return args, bench.parse_args(forwarded)

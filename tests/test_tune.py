@@ -695,6 +695,17 @@ def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monk
         assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before
 
 
+def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "1e-9", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["lu_factor"], "float32", 2, 8, args, None, seed=0)
+    assert cell["status"] == "skipped" and cell["note"].startswith("JAX: one call took")
+    assert list(cell["impls"]) == ["jax"] and cell["impls"]["jax"]["probe_ms"] > 0
+    args = bench.parse_args(["--cpu-smoke", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["lu_factor"], "float32", 2, 8, args, None, seed=0)
+    assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
+
+
 def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
     report = importlib.import_module("benchmarks.report")
     clock = [0.0]
