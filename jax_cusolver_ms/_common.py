@@ -76,19 +76,24 @@ def nan_unless_ok(x, info):
                      jnp.array(np.nan, x.dtype))
 
 
-def nan_for_nonfinite_input(cuda_impl):
+def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
     """Wraps a CUDA implementation whose first operand is a stack of matrices: a matrix holding
-    NaN or Inf goes in as the identity and comes out as NaN in every floating output.
+    NaN or Inf comes out as NaN in every floating output (and, with `substitute`, goes in as
+    the identity).
 
-    Why: on the H100 (cuSOLVER 12.0) getrf returns finite factors for NaN input, and the
-    iterative routines (XsyevBatched, gesvdjBatched, Xgeev) neither give NaN nor set info for
-    it; in a batched call such a matrix must not touch its neighbours either. LAPACK on the
-    CPU gives NaN, and so does every path here, JAX's own lowering included (it has the same
-    routines under it)."""
+    Why: on the H100 (cuSOLVER 12.0) getrf returns finite factors for NaN input (JAX's own
+    lowering too: lu_factor, solve and inv of a 300 x 300 matrix with one NaN are finite,
+    benchmarks/diag/guard_probe.py), and the iterative routines (XsyevBatched, gesvdjBatched,
+    Xgeev) neither give NaN nor set info for it; in a batched call such a matrix must not touch
+    its neighbours either. LAPACK on the CPU gives NaN, and so does every path here, JAX's own
+    lowering included (it has the same routines under it). `substitute=False` where every path
+    factors each matrix on its own and cannot loop on NaN (LU): masking the outputs is then
+    enough, one pass less (H100 float32 det 64x16 under JAX's lowering: 0.88x -> 1.06x)."""
     def guarded(a, *args, **params):
         bad = ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
-        eye = jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype)
-        outs = cuda_impl(jnp.where(bad[..., None, None], eye, a), *args, **params)
+        if substitute:
+            a = jnp.where(bad[..., None, None], jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype), a)
+        outs = cuda_impl(a, *args, **params)
         return type(outs)(
             jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - bad.ndim)),
                       jnp.array(np.nan, x.dtype), x)

@@ -57,7 +57,8 @@ def _getrf_cuda(a, *, strategy, lanes):
 
 
 getrf = SolverPrimitive("jcm_getrf", core_ranks=(2,), shape_rule=_getrf_shapes,
-                        jax_impl=_getrf_jax, cuda_impl=nan_for_nonfinite_input(_getrf_cuda))
+                        jax_impl=_getrf_jax,
+                        cuda_impl=nan_for_nonfinite_input(_getrf_cuda, substitute=False))
 
 
 def _getrf_jvp(primals, tangents, *, strategy, lanes):
@@ -281,7 +282,7 @@ def inv(a, *, strategy=None, lanes=None):
             and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
         # Measured: JAX's own is fastest here (strategy.py). Its GPU getrf gives finite
         # numbers for NaN input: the guard every GPU path of this package has.
-        return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)])(a)[0]
+        return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)], substitute=False)(a)[0]
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)
 

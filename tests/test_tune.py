@@ -38,14 +38,14 @@ def power_law(batch, n, scale, power):
 
 
 # A grid where "batched:1" grows as n^4 and "looped:8" as n^2 (more lanes: flat in batch up to
-# the lane count): they cross at n = 256. "xla" is batched plus 10%.
+# the lane count): they cross at n = 256. "xla" is batched plus 20% (beyond XLA_MARGIN).
 def crossing_grid(batches=(4, 16, 64), sizes=(64, 128, 256, 512, 1024)):
     points = []
     for b in batches:
         for n in sizes:
             batched = power_law(b, n, 1e-8, 4)
             looped = power_law(b, n, 1e-8 * 256 ** 2, 2)
-            points.append((b, n, {"batched:1": batched, "looped:8": looped, "xla": batched * 1.1}))
+            points.append((b, n, {"batched:1": batched, "looped:8": looped, "xla": batched * 1.2}))
     return points
 
 
@@ -74,7 +74,7 @@ def test_interpolation_is_exact_for_power_laws(batch, n):
 @pytest.mark.parametrize("n,expected", [(100, "batched:1"), (200, "batched:1"),
                                         (300, "looped:8"), (900, "looped:8")])
 def test_choice_follows_the_crossover(n, expected):
-    # Below the crossing at n = 256 batched is fastest (JAX's own 10% behind it), above it lanes.
+    # Below the crossing at n = 256 batched is fastest (JAX's own 20% behind it), above it lanes.
     table = make_table(crossing_grid())
     assert table.estimate("getrf", "float32", 16, n).best == expected
 
@@ -117,7 +117,7 @@ def test_lanes_beyond_the_batch_read_the_capped_candidate():
     assert Point(4, 256, {"looped:4": 2.0}).time("looped:2") is None
 
 
-@pytest.mark.parametrize("candidate_ms,expected", [(9.9, "xla"), (9.7, "looped:8"),
+@pytest.mark.parametrize("candidate_ms,expected", [(9.9, "xla"), (9.2, "xla"), (8.9, "looped:8"),
                                                    (10.5, "xla")])
 def test_xla_wins_within_noise(candidate_ms, expected):
     table = make_table([(64, 512, {"xla": 10.0, "looped:8": candidate_ms})])
