@@ -43,6 +43,10 @@ MARGIN = 0.02
 # measurement of each, and near parity a table's winner can lose in a user's run (H100 float32
 # getrf 4x128, one tune run: looped:4 0.292 vs JAX's 0.303 ms; tiny cells vary by +-30%).
 XLA_MARGIN = 0.10
+# How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
+# out the heuristic rules do.
+EXTRAPOLATE_N = 2
+EXTRAPOLATE_BATCH = 4
 N_WEIGHT = 2.0  # how much more a step in log2 n counts than one in log2 batch (nearest point)
 
 
@@ -171,7 +175,7 @@ class Table:
         batch to split): it is read from batch-1 points only, and a batch never from them."""
         single = batch <= 1
         points = [p for p in self.entries.get((routine, dtype), ()) if (p.batch <= 1) == single]
-        if not points:
+        if not points or not _within_reach(points, max(batch, 1), n):
             return None
         at = {(p.batch, p.n): p for p in points}
         b_lo, b_hi = _bracket(sorted({p.batch for p in points}), max(batch, 1))
@@ -211,6 +215,16 @@ class Table:
         else:
             best = min((c for c, t in ranked if t <= fastest * (1 + MARGIN)), key=_simplicity)
         return Estimate(best, ranked, basis)
+
+
+def _within_reach(points, batch: int, n: int) -> bool:
+    """Whether a call lies within EXTRAPOLATE of the measured range: beyond it the edge's winner
+    says little (H100 float32 getrf: lanes win 1.9x at 64x1024 and lose 0.79x at 256x1024;
+    syevd's hybrid wins 2.9x at 4x512, where at 4x64 JAX's XsyevBatched is the same call)."""
+    n_lo, n_hi = min(p.n for p in points), max(p.n for p in points)
+    b_lo, b_hi = min(p.batch for p in points), max(p.batch for p in points)
+    return (n_lo / EXTRAPOLATE_N <= n <= n_hi * EXTRAPOLATE_N
+            and b_lo / EXTRAPOLATE_BATCH <= batch <= b_hi * EXTRAPOLATE_BATCH)
 
 
 def _cell(batch: int, n: int) -> str:
@@ -318,20 +332,26 @@ _lock = threading.Lock()
 _override: list = []  # stack set by `using` / `using_machine`: tables, or None for this machine's
 
 
+def overlay(tuned: Table | None, shipped: Table | None) -> tuple:
+    """The tables `auto` reads for one GPU: the tuned points laid over the shipped ones (the
+    tuned time wins for a candidate both measured at a point). One table, not two consulted in
+    turn: a tuned table of a few sizes would otherwise answer for every size by clamping to its
+    edge (H100, session 8: a tune of n <= 64 sent lu_factor 16x2048 to JAX's 693 ms instead of
+    the shipped table's lanes at 23 ms)."""
+    if tuned is None or shipped is None:
+        return tuple(t for t in (tuned, shipped) if t is not None)
+    merged = shipped.merged(tuned)
+    return (Table(merged.gpu, f"{tuned.source} over {shipped.source}", merged.entries,
+                  tuned.key),)
+
+
 @functools.lru_cache(maxsize=None)
 def _loaded(gpu: str) -> tuple:
-    tables = []
-    tuned = read_tuned(cache_path(gpu), current_key(gpu))
-    if tuned is not None:
-        tables.append(tuned)
-    shipped = read_shipped(gpu)
-    if shipped is not None:
-        tables.append(shipped)
-    return tuple(tables)
+    return overlay(read_tuned(cache_path(gpu), current_key(gpu)), read_shipped(gpu))
 
 
 def active() -> tuple:
-    """The tables `auto` consults, first match wins: the tuned one, then the shipped one."""
+    """The tables `auto` consults, first match wins: this machine's is one (overlay())."""
     with _lock:
         if _override and _override[-1] is not None:
             return _override[-1]

@@ -79,12 +79,18 @@ def test_choice_follows_the_crossover(n, expected):
     assert table.estimate("getrf", "float32", 16, n).best == expected
 
 
-def test_outside_the_measured_range_clamps_to_the_edge():
+def test_outside_the_measured_range_clamps_to_the_edge_within_reach():
+    # Measured: batch 4-64, n 64-1024. Within 4x the batch and 2x n beyond: the edge answers.
     table = make_table(crossing_grid())
-    assert table.estimate("getrf", "float32", 1024, 4096).best == "looped:8"
-    assert table.estimate("getrf", "float32", 2, 16).best == "batched:1"
+    assert table.estimate("getrf", "float32", 256, 2048).best == "looped:8"
+    assert table.estimate("getrf", "float32", 2, 32).best == "batched:1"
     edge = dict(table.estimate("getrf", "float32", 64, 1024).times_ms)
-    assert dict(table.estimate("getrf", "float32", 256, 4096).times_ms) == edge
+    assert dict(table.estimate("getrf", "float32", 256, 2048).times_ms) == edge
+    # Further out the table does not answer (the heuristic does).
+    for batch, n in [(257, 1024), (64, 2049), (4, 31), (16, 16)]:
+        assert table.estimate("getrf", "float32", batch, n) is None
+    with tables.using(table):
+        assert strategy.choose("getrf", 1024, (4096, 4096), "float32").source == "heuristic"
 
 
 def test_scattered_points_use_the_nearest_n_counting_more():
@@ -174,6 +180,27 @@ def test_tuned_table_overrides_the_shipped_one_where_it_has_data():
         assert jcm.explain("lu_factor", (64, 512, 512), "float64").source == "heuristic"
 
 
+def test_a_partial_tuned_table_is_laid_over_the_shipped_one():
+    # The shipped table knows lanes win at 16x2048; a tune of small n only must not answer
+    # for 16x2048 by clamping to its own edge.
+    shipped = make_table([(16, 64, {"xla": 0.1, "looped:8": 0.5}),
+                          (16, 2048, {"xla": 700.0, "looped:8": 23.0})],
+                         source="shipped table Fake GPU (fake.json)")
+    tuned = make_table([(16, 64, {"xla": 0.1, "looped:8": 0.09}),
+                        (16, 32, {"xla": 0.05, "looped:8": 0.2})],
+                       source="tuned /x/t.json", key={"gpu": "Fake GPU"})
+    (merged,) = tables.overlay(tuned, shipped)
+    assert merged.source == "tuned /x/t.json over shipped table Fake GPU (fake.json)"
+    with tables.using(merged):
+        far = jcm.explain("lu_factor", (16, 2048, 2048), "float32")
+        assert (far.strategy, far.lanes) == ("looped", 8)
+        # At 16x64 the tuned time of looped:8 wins over the shipped one (0.09 vs 0.5).
+        near = dict(jcm.explain("lu_factor", (16, 64, 64), "float32").times_ms)
+        assert near["looped:8"] == pytest.approx(0.09)
+    assert tables.overlay(None, shipped) == (shipped,) and tables.overlay(tuned, None) == (tuned,)
+    assert tables.overlay(None, None) == ()
+
+
 def test_without_tables_auto_is_the_heuristic():
     with tables.using():
         plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32)
@@ -237,6 +264,9 @@ def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
                 for n in (8, 16, 40, 64, 200, 1024, 3000):
                     plan = strategy.choose("getrf", b, (n, n), "float32")
                     estimate = table.estimate("getrf", "float32", b, n)
+                    if estimate is None:  # beyond the table's reach: the heuristic answers
+                        assert plan.source == "heuristic"
+                        continue
                     times = dict(plan.times_ms)
                     assert plan.source == "shipped table Fake GPU"
                     assert plan.times_ms == estimate.times_ms
@@ -380,10 +410,12 @@ def test_this_machines_tables_load_tuned_first(monkeypatch, tmp_path):
     try:
         with tables.using_machine():
             near = strategy.choose("getrf", 64, (512, 512), "float32")
-            assert near.source == f"tuned {tables.cache_path('Fake GPU')}"
+            assert near.source == (f"tuned {tables.cache_path('Fake GPU')} over "
+                                   "shipped table Fake GPU (fake.json)")
             assert near.strategy == "batched"
-            # The tuned table's nearest point answers for 64x2048 too: it has getrf float32.
-            assert strategy.choose("getrf", 64, (2048, 2048), "float32").source.startswith("tuned")
+            # At 64x2048 the shipped point answers (the tuned table has none there).
+            far = strategy.choose("getrf", 64, (2048, 2048), "float32")
+            assert (far.strategy, far.lanes) == ("looped", 8) and far.source.startswith("tuned")
             assert strategy.choose("getrf", 64, (512, 512), "float64").source == "heuristic"
         # A stale tuned file: the shipped table, and a warning.
         monkeypatch.setattr(tables, "current_key", lambda gpu: {**KEY, "jax": "9.9"})
