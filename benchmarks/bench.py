@@ -453,6 +453,14 @@ OPS = {
 }
 
 
+# Ops whose JAX column runs another algorithm (JAX has none of this one's): said beside their
+# cells in the report.
+REFERENCE_IS_OTHER = {
+    "ldl_factor": "JAX has no LDL^T: the JAX column is its LU of the same matrix",
+    "ldl_solve": "JAX has no LDL^T: the JAX column is its LU solve of the same system",
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # Timing.
 

@@ -182,7 +182,8 @@ def summarize(cells: list[dict]) -> dict:
         picks = (c.get("explain") or {}).get("strategy")
         if s < PARITY:
             below.append({"cell": where, "speedup": s, "auto_picks": picks,
-                          "parity": picks == "xla"})
+                          "parity": picks == "xla",
+                          "reference": bench.REFERENCE_IS_OTHER.get(c["op"])})
         if c["batch"] == 1:
             batch1.append(s)
     ops = [{"op": e["op"], "dtype": e["dtype"], "cells": len(e["vs_jax"]),
@@ -218,7 +219,8 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
     for b in below:
         why = (" (auto picks JAX's own lowering: the gap is noise, or this project's "
                "non-finite-input guard around it where the op has one)"
-               if b["parity"] else f" (auto picks {b['auto_picks']})")
+               if b["parity"] else f" (auto picks {b['auto_picks']}"
+               + (f"; {b['reference']})" if b.get("reference") else ")"))
         lines.append(f"- {b['cell']}: {b['speedup']:.2f}x{why}")
     lines += ["", f"Skipped cells: {len(summary['skipped']) or 'none'}."]
     lines += [f"- {s}" for s in summary["skipped"]]
