@@ -113,8 +113,9 @@ SMOKE_REPEATS = 3
 # max(floor for its dtype, ERROR_RATIO x the error of JAX's answer to the same inputs).
 ERROR_FLOOR = {"float32": 1e-3, "float64": 1e-8}
 ERROR_RATIO = 20.0
-# Cells faster than this (ms) are timed in --small-rounds pooled alternating rounds.
-SMALL_CELL_MS = 0.5
+# Cells faster than this (ms) are timed in --small-rounds pooled alternating rounds (H100: single
+# qr 1x128 under the same lowering, one block of repeats each: JAX 0.71 ms, ours 0.91 ms).
+SMALL_CELL_MS = 2.0
 
 
 # ---------------------------------------------------------------------------------------------

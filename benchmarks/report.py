@@ -77,9 +77,14 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     try:
         for index, (op, dtype, batch, n) in enumerate(grid):
             t0 = time.perf_counter()
-            if budget and t0 - started > budget:
-                print(f"\n# --budget-s {budget:g} spent: {len(grid) - index} cells left "
-                      "for --resume", flush=True)
+            if budget is not None and t0 - started >= budget:
+                # The earlier run's cells not reached stay in the output, as they were.
+                left = [earlier[key] for key in grid[index:] if key in earlier]
+                cells += left
+                write(cells, len(grid))
+                print(f"\n# --budget-s {budget:g} spent: {len(grid) - index} cells not "
+                      f"reached ({len(left)} of them kept from the earlier run) for --resume",
+                      flush=True)
                 break
             why = _too_slow_before(slow, op, dtype, batch, n, args.jax_limit_s)
             kept = earlier.get((op, dtype, batch, n))
@@ -347,7 +352,11 @@ def parse_args(argv=None):
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--budget-s", type=float, default=None,
                    help="start no cell after this many seconds; the figures and summary then "
-                        "cover the cells done, and --resume goes on with the rest")
+                        "cover the cells done, and --resume goes on with the rest (0 with "
+                        "--resume: measure nothing, write the summary and figures again)")
+    p.add_argument("--render", nargs="+", default=None, metavar="JSON",
+                   help="measure nothing: merge these runs' cells (later files win) and write "
+                        "the summary, Markdown and figures to --out as --tag")
     p.add_argument("--redo-below", type=float, default=None, metavar="R",
                    help="with --resume: measure again the cells whose speed-up over JAX was "
                         "under R (cells whose auto plan changed are measured again anyway)")
@@ -386,6 +395,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args, bench_args = parse_args(argv)
+    if args.render:
+        return render(args)
     torch, torch_note = bench._import_torch(bench_args)
     env = bench.environment(torch)
     if torch_note:
@@ -448,6 +459,47 @@ def main(argv=None) -> int:
           + f" ({time.perf_counter() - started:.0f} s)\n")
     print(summary_markdown(summary, env, figures, plot_note), flush=True)
     return 1 if bench.failures(cells) else 0
+
+
+def render(args) -> int:
+    """--render FILE [FILE ...]: the summary, the Markdown and the figures of earlier runs, their
+    cells merged (a later file's cell replaces an earlier one's), written to --out as --tag:
+    nothing is measured, so it runs anywhere (the runs' GPU and versions are kept)."""
+    docs = []
+    for path in args.render:
+        with open(path) as f:
+            docs.append(json.load(f))
+    gpus = {d["environment"].get("gpu") for d in docs}
+    if len(gpus) != 1:
+        raise SystemExit(f"report --render: runs of one GPU only, got {sorted(map(str, gpus))}")
+    env, run_args = docs[-1]["environment"], dict(docs[-1]["args"])
+    merged = {}
+    for doc in docs:
+        for c in doc["cells"]:
+            merged[(c["op"], c["dtype"], c["batch"], c["n"])] = c
+    grid = [(op, d, b, n) for op in run_args["ops"] for d in run_args["dtypes"]
+            for b in run_args["batches"] for n in run_args["sizes"]]
+    order = {key: i for i, key in enumerate(grid)}
+    cells = sorted(merged.values(), key=lambda c: order.get(
+        (c["op"], c["dtype"], c["batch"], c["n"]), len(order)))
+    total = len(set(grid) | set(merged))
+    plt, plot_note = (None, "--no-plots") if args.no_plots else _import_pyplot()
+    stem = f"{args.tag or 'report'}_{re.sub(r'[^A-Za-z0-9.-]+', '-', str(env['gpu'])).strip('-')}"
+    os.makedirs(args.out, exist_ok=True)
+    figures = plot(cells, args.out, stem, plt) if plt is not None else {}
+    summary = summarize(cells)
+    doc = {"environment": env, "args": run_args, "summary": summary, "cells": cells,
+           "figures": figures, "complete": len(cells) == total,
+           "rendered_from": [str(p) for p in args.render]}
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(args.out, stem + ".md"), "w") as f:
+        f.write(summary_markdown(summary, env, figures, plot_note))
+        if len(cells) < total:
+            f.write(f"\n(partial: {len(cells)} of {total} cells)\n")
+        f.write("\n" + bench.markdown(cells, env, run_args.get("strategies", ["auto"])))
+    print(summary_markdown(summary, env, figures, plot_note))
+    return 0
 
 
 if __name__ == "__main__":

@@ -130,6 +130,13 @@ def test_xla_wins_within_noise(candidate_ms, expected):
     assert table.estimate("getrf", "float32", 64, 512).best == expected
 
 
+@pytest.mark.parametrize("xla_ms,candidate_ms,expected", [
+    (0.12, 0.10, "xla"), (0.12, 0.085, "looped:8"), (1.2, 1.0, "looped:8")])
+def test_tiny_cells_need_a_larger_win_to_leave_xla(xla_ms, candidate_ms, expected):
+    table = make_table([(16, 32, {"xla": xla_ms, "looped:8": candidate_ms})])
+    assert table.estimate("getrf", "float32", 16, 32).best == expected
+
+
 def test_fewer_lanes_win_within_noise():
     table = make_table([(64, 1024, {"xla": 80.0, "looped:8": 43.8, "looped:16": 43.6})])
     assert table.estimate("getrf", "float32", 64, 1024).best == "looped:8"
@@ -738,6 +745,39 @@ def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
     assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
 
 
+def test_report_render_merges_runs_without_measuring(tmp_path):
+    report = importlib.import_module("benchmarks.report")
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}, "timer": "t"}
+    args = {"ops": ["lu_factor", "qr"], "dtypes": ["float32"], "batches": [4], "sizes": [16],
+            "strategies": ["auto"]}
+
+    def cell(op, jax_ms, ours_ms):
+        return {"op": op, "dtype": "float32", "batch": 4, "n": 16, "status": "ok",
+                "impls": {"jax": {"median_ms": jax_ms, "min_ms": jax_ms, "error": 0.0},
+                          "jcm:auto": {"median_ms": ours_ms, "min_ms": ours_ms, "ok": True,
+                                       "error": 0.0}}}
+
+    runs = [{"environment": env, "args": args, "cells": [cell("lu_factor", 1.0, 2.0)]},
+            {"environment": env, "args": args, "cells": [cell("qr", 4.0, 1.0),
+                                                         cell("lu_factor", 1.0, 1.0)]}]
+    paths = []
+    for i, run in enumerate(runs):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = tmp_path / "out"
+    assert report.main(["--render", *map(str, paths), "--tag", "m", "--out", str(out),
+                        "--no-plots"]) == 0
+    doc = json.loads((out / "m_Fake-GPU.json").read_text())
+    assert doc["complete"] and [c["op"] for c in doc["cells"]] == ["lu_factor", "qr"]
+    per_op = {e["op"]: e["geomean_vs_jax"] for e in doc["summary"]["per_op"]}
+    assert per_op == {"lu_factor": 1.0, "qr": 4.0}  # the later run's lu_factor cell won
+    assert "| qr | float32 | 1 | 4.00x |" in (out / "m_Fake-GPU.md").read_text()
+    other = dict(runs[0], environment=dict(env, gpu="Other GPU"))
+    paths[0].write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="one GPU"):
+        report.main(["--render", *map(str, paths), "--out", str(out), "--no-plots"])
+
+
 def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
     report = importlib.import_module("benchmarks.report")
     clock = [0.0]
@@ -756,4 +796,19 @@ def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
                             lambda cells, total: None)
     # Cells start at 0, 10 and 20 s; the fourth would start at 30 s, past the budget.
     assert [(c["batch"], c["n"]) for c in cells] == [(1, 16), (1, 64), (1, 128)]
+    # Resumed: the earlier run's cells the budget does not reach stay in the output as they were
+    # (budget 0: nothing measured, the earlier run written again).
+    earlier = [{"op": "lu_factor", "dtype": "float32", "batch": b, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}}, "mark": f"{b}x{n}"}
+               for b, n in [(4, 64), (1, 16)]]
+    for budget, expected in [(0.0, ["1x16", "4x64"]), (5.0, ["1x16", None, "4x64"])]:
+        clock[0] = 0.0
+        args.budget_s = budget
+        written = []
+        cells = report.run_grid(args, type("BenchArgs", (), dict(seed=0))(), None,
+                                lambda cells, total: written.append(len(cells)), earlier)
+        kept = [c.get("mark") for c in cells]
+        # Grid order; 1x16 kept, not measured again; with 5 s, 1x64 measured before the stop.
+        assert kept == expected
+        assert written[-1] == len(expected)
 
