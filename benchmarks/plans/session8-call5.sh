@@ -4,4 +4,4 @@
 # stopped (cells under 0.95x, or whose auto plan changed, measured again).
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_tune.py tests/test_eigh.py" 150
-grid_goes_on "${OPS:-svd,eig,eigh,cholesky,qr,lu_factor,solve,inv,det,cho_solve,ldl_factor,ldl_solve,qr_r,qr_multiply,eigvalsh,eigvals,svdvals,svd_qr}" 545
+grid_goes_on "${OPS:-eig,svd,lu_factor,solve,inv,det,cholesky,qr,eigh,cho_solve,ldl_factor,ldl_solve,qr_r,qr_multiply,eigvalsh,eigvals,svdvals,svd_qr}" 545
