@@ -116,6 +116,8 @@ ERROR_RATIO = 20.0
 # Cells faster than this (ms) are timed in --small-rounds pooled alternating rounds (H100: single
 # qr 1x128 under the same lowering, one block of repeats each: JAX 0.71 ms, ours 0.91 ms).
 SMALL_CELL_MS = 2.0
+# Two runs of the same lowering further apart than this (|log ratio|) get --small-rounds too.
+SAME_LOWERING_SPREAD = math.log(1 / 0.95)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,16 +537,22 @@ def measure_torch(torch, fn, inputs, args) -> dict:
     return {**_summary(times), "warmup": warmup}
 
 
-def extra_rounds(impls: dict, timed: dict, inputs, args) -> None:
+def extra_rounds(impls: dict, timed: dict, inputs, args, same_lowering: bool = False) -> None:
     """--rounds R > 1: time every JAX-side impl R - 1 more times, in alternating order, and pool
     the repeats: a GPU state that changes between blocks of repeats (H100 eigh 16x1024: 60 or
     69 ms per call from one block to the next, whoever calls) then falls on every impl alike.
     Cells where an impl takes under SMALL_CELL_MS get at least --small-rounds: there the host's
     launch gaps are most of the time, and one block of repeats each put the same lowering at
-    +-30% of itself (H100 float32 solve 4x16, both JAX's lowering: 0.088 vs 0.141 ms)."""
+    +-30% of itself (H100 float32 solve 4x16, both JAX's lowering: 0.088 vs 0.141 ms). So do
+    cells where `auto` runs JAX's own lowering (`same_lowering`) and the first round put the two
+    more than 5% apart either way (H100 eigh 16x512, XsyevBatched both: 26.9 vs 32.6 ms)."""
     names = [name for name in timed if "failed" not in impls[name]]
     rounds = args.rounds
-    if any(impls[name].get("median_ms", math.inf) < SMALL_CELL_MS for name in names):
+    medians = [impls[name].get("median_ms", math.inf) for name in names]
+    if any(m < SMALL_CELL_MS for m in medians):
+        rounds = max(rounds, args.small_rounds)
+    ours, jax_ms = impls.get("jcm:auto", {}).get("median_ms"), impls.get("jax", {}).get("median_ms")
+    if same_lowering and ours and jax_ms and abs(math.log(jax_ms / ours)) > SAME_LOWERING_SPREAD:
         rounds = max(rounds, args.small_rounds)
     per_round = {name: len(impls[name]["times_ms"]) for name in names}
     for r in range(1, rounds):
@@ -654,7 +662,8 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
             except Exception as exc:  # noqa: BLE001
                 impls[name] = {"failed": _short(exc)}
 
-    extra_rounds(impls, timed, inputs, args)
+    extra_rounds(impls, timed, inputs, args,
+                 same_lowering=(cell.get("explain") or {}).get("strategy") == "xla")
 
     if torch is not None and op.torch:
         try:

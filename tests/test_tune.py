@@ -624,6 +624,20 @@ def test_bench_pools_alternating_rounds_for_small_cells(monkeypatch, fast_ms, ro
     assert impls["jax"].get("rounds", 1) == rounds and "rounds" not in impls["jcm:looped"]
 
 
+@pytest.mark.parametrize("ours_ms, same, rounds", [
+    (6.0, True, 5), (4.0, True, 5), (5.1, True, 1), (6.0, False, 1)])
+def test_bench_pools_rounds_where_the_same_lowering_disagrees(monkeypatch, ours_ms, same,
+                                                               rounds):
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+    monkeypatch.setattr(bench, "device_time_ms",
+                        lambda fn, *a, repeats, warmup: calls.append(fn) or [5.0] * repeats)
+    args = bench.parse_args(["--cpu-smoke"])
+    impls = {"jax": bench._summary([5.0] * 3), "jcm:auto": bench._summary([ours_ms] * 3)}
+    bench.extra_rounds(impls, {"jax": "j", "jcm:auto": "o"}, (), args, same_lowering=same)
+    assert len(calls) == 2 * (rounds - 1)
+
+
 def test_build_table_merges_tuned_tables_later_files_winning(tmp_path):
     build_table = importlib.import_module("benchmarks.build_table")
     gpu = "NVIDIA Test GPU"
