@@ -486,7 +486,16 @@ def render(args) -> int:
     plt, plot_note = (None, "--no-plots") if args.no_plots else _import_pyplot()
     stem = f"{args.tag or 'report'}_{re.sub(r'[^A-Za-z0-9.-]+', '-', str(env['gpu'])).strip('-')}"
     os.makedirs(args.out, exist_ok=True)
-    figures = plot(cells, args.out, stem, plt) if plt is not None else {}
+    if plt is not None:
+        figures = plot(cells, args.out, stem, plt)
+    else:  # figures of this tag already in --out (drawn on the machine that ran the cells)
+        figures = {}
+        for op in dict.fromkeys(c["op"] for c in cells):
+            files = [os.path.join(args.out, f"{stem}_{op}_{kind}.png")
+                     for kind in ("speedup", "times")]
+            if all(os.path.exists(f) for f in files):
+                figures[op] = files
+        plot_note = None if figures else plot_note
     summary = summarize(cells)
     doc = {"environment": env, "args": run_args, "summary": summary, "cells": cells,
            "figures": figures, "complete": len(cells) == total,

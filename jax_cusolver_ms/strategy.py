@@ -171,8 +171,11 @@ XLA_MAX_N = {"potrs": 1024}
 # H100 float32 eigh (both XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65; 16x1024 is
 # bimodal for every caller alike (benchmarks/diag/eigh_probe.py: jnp.linalg.eigh, lax.linalg.eigh
 # and ours each 59-61 or 68-74 ms from round to round on the same inputs).
+# eigh at n <= 32 (syevjBatched, JAX's own choice there too): H100 float32 ours / JAX, session 8
+# grid: 64x16 0.093 / 0.088 ms, 256x16 0.112 / 0.100, 256x32 0.184 / 0.174.
 JAX_USES_SAME_BATCHED_API = {"getrf": "cuBLAS getrfBatched", "potrf": "cusolverDn potrfBatched",
-                             "syevd": "cusolverDn XsyevBatched"}
+                             "syevd": "cusolverDn XsyevBatched",
+                             "syevj": "cusolverDn syevjBatched"}
 
 
 # Routines whose single-matrix lowering in JAX runs another implementation than ours: JAX 0.10
