@@ -411,10 +411,8 @@ def main(argv=None) -> int:
     if plot_note and not args.no_plots:
         print(f"# WARNING: {plot_note}: no figures", flush=True)
 
-    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
-    stem = (f"{args.tag or 'report-' + datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-            f"_{gpu_slug}")
-    os.makedirs(args.out, exist_ok=True)
+    stem = _stem(args.tag or "report-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
+                 env["gpu"])
     json_path = os.path.join(args.out, stem + ".json")
     md_path = os.path.join(args.out, stem + ".md")
     run_args = {k: v for k, v in vars(args).items()}
@@ -423,21 +421,8 @@ def main(argv=None) -> int:
 
     def write(cells, total, figures=None):
         # Rewritten after every cell: a run cut short still leaves every finished cell behind.
-        summary = summarize(cells)
-        doc = {"environment": env, "args": run_args, "summary": summary, "cells": cells,
-               "figures": figures or {}, "complete": len(cells) == total,
-               "seconds": round(time.perf_counter() - started, 1)}
-        with open(json_path, "w") as f:
-            json.dump(doc, f, indent=1)
-        with open(md_path, "w") as f:
-            f.write(summary_markdown(summary, env, figures or {}, plot_note))
-            if len(cells) < total:
-                f.write(f"\n(partial: {len(cells)} of {total} cells)\n")
-            f.write("\n" + bench.markdown(cells, env, args.strategies))
-            notes = bench.failures(cells)
-            if notes:
-                f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
-        return summary
+        return write_report(args.out, stem, env, run_args, cells, total, figures or {},
+                            plot_note, seconds=round(time.perf_counter() - started, 1))
 
     done = []
     resume_path = json_path if args.resume is True else args.resume
@@ -484,7 +469,7 @@ def render(args) -> int:
         (c["op"], c["dtype"], c["batch"], c["n"]), len(order)))
     total = len(set(grid) | set(merged))
     plt, plot_note = (None, "--no-plots") if args.no_plots else _import_pyplot()
-    stem = f"{args.tag or 'report'}_{re.sub(r'[^A-Za-z0-9.-]+', '-', str(env['gpu'])).strip('-')}"
+    stem = _stem(args.tag or "report", env["gpu"])
     os.makedirs(args.out, exist_ok=True)
     if plt is not None:
         figures = plot(cells, args.out, stem, plt)
@@ -496,19 +481,34 @@ def render(args) -> int:
             if all(os.path.exists(f) for f in files):
                 figures[op] = files
         plot_note = None if figures else plot_note
+    summary = write_report(args.out, stem, env, run_args, cells, total, figures, plot_note,
+                           rendered_from=[str(p) for p in args.render])
+    print(summary_markdown(summary, env, figures, plot_note))
+    return 0
+
+
+def _stem(tag: str, gpu) -> str:
+    return f"{tag}_{re.sub(r'[^A-Za-z0-9.-]+', '-', str(gpu)).strip('-') or 'unknown'}"
+
+
+def write_report(out, stem, env, run_args, cells, total, figures, plot_note, **extra) -> dict:
+    """<out>/<stem>.json (environment, args, summary, every cell, `extra`) and <stem>.md (the
+    summary, then the full table and any failures). Returns the summary."""
+    os.makedirs(out, exist_ok=True)
     summary = summarize(cells)
     doc = {"environment": env, "args": run_args, "summary": summary, "cells": cells,
-           "figures": figures, "complete": len(cells) == total,
-           "rendered_from": [str(p) for p in args.render]}
-    with open(os.path.join(args.out, stem + ".json"), "w") as f:
+           "figures": figures, "complete": len(cells) == total, **extra}
+    with open(os.path.join(out, stem + ".json"), "w") as f:
         json.dump(doc, f, indent=1)
-    with open(os.path.join(args.out, stem + ".md"), "w") as f:
+    with open(os.path.join(out, stem + ".md"), "w") as f:
         f.write(summary_markdown(summary, env, figures, plot_note))
         if len(cells) < total:
             f.write(f"\n(partial: {len(cells)} of {total} cells)\n")
-        f.write("\n" + bench.markdown(cells, env, run_args.get("strategies", ["auto"])))
-    print(summary_markdown(summary, env, figures, plot_note))
-    return 0
+        f.write("\n" + bench.markdown(cells, env, run_args.get("strategies") or ["auto"]))
+        notes = bench.failures(cells)
+        if notes:
+            f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
+    return summary
 
 
 if __name__ == "__main__":
