@@ -70,6 +70,11 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     grid = [(op, d, b, n) for op in args.ops for d in args.dtypes
             for b in args.batches for n in args.sizes]
     earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
+    # Earlier cells of other ops / dtypes / sizes ride along untouched, after this run's grid:
+    # one file holds the whole report while runs of parts of it go on (float64 after float32).
+    in_grid = set(grid)
+    outside = [c for key, c in earlier.items() if key not in in_grid]
+    total = len(grid) + len(outside)
     cells, slow = [], {}
     bar = _progress(len(grid), "report")
     budget = getattr(args, "budget_s", None)  # callers' own args objects may not have one
@@ -80,8 +85,8 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
             if budget is not None and t0 - started >= budget:
                 # The earlier run's cells not reached stay in the output, as they were.
                 left = [earlier[key] for key in grid[index:] if key in earlier]
-                cells += left
-                write(cells, len(grid))
+                cells += left + outside
+                write(cells, total)
                 print(f"\n# --budget-s {budget:g} spent: {len(grid) - index} cells not "
                       f"reached ({len(left)} of them kept from the earlier run) for --resume",
                       flush=True)
@@ -106,7 +111,7 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                 slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
             cell.setdefault("seconds", round(time.perf_counter() - t0, 2))
             cells.append(cell)
-            write(cells, len(grid))
+            write(cells + outside, total)
             speedup = _speedup(cell)
             line = f"{op} {dtype} {batch}x{n}: " + (
                 f"{speedup:.2f}x" if speedup else cell.get("status", "?"))
@@ -115,6 +120,8 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                 bar.update(1)
             else:
                 print(f"[{index + 1}/{len(grid)}] {line}", flush=True)
+        else:
+            cells += outside
     finally:
         if bar is not None:
             bar.close()
@@ -434,10 +441,15 @@ def main(argv=None) -> int:
                   flush=True)
         else:
             done = earlier["cells"]
+            for axis in ("ops", "dtypes", "batches", "sizes"):  # the whole report's axes
+                run_args[axis] = list(dict.fromkeys([*earlier["args"].get(axis, ()),
+                                                     *run_args[axis]]))
             print(f"# resuming {resume_path}: {len(done)} cells done before", flush=True)
     cells = run_grid(args, bench_args, torch, write, done)
     figures = plot(cells, args.out, stem, plt) if plt is not None else {}
-    total = len(args.ops) * len(args.dtypes) * len(args.batches) * len(args.sizes)
+    grid = {(op, d, b, n) for op in args.ops for d in args.dtypes for b in args.batches
+            for n in args.sizes}
+    total = len(grid | {(c["op"], c["dtype"], c["batch"], c["n"]) for c in done})
     summary = write(cells, total, figures)
     print(f"\n# wrote {json_path}, {md_path}"
           + (f" and {sum(len(f) for f in figures.values())} figures" if figures else "")
@@ -458,6 +470,8 @@ def render(args) -> int:
     if len(gpus) != 1:
         raise SystemExit(f"report --render: runs of one GPU only, got {sorted(map(str, gpus))}")
     env, run_args = docs[-1]["environment"], dict(docs[-1]["args"])
+    for axis in ("ops", "dtypes", "batches", "sizes"):  # the runs may have covered parts
+        run_args[axis] = list(dict.fromkeys(v for d in docs for v in d["args"][axis]))
     merged = {}
     for doc in docs:
         for c in doc["cells"]:

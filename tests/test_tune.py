@@ -826,3 +826,29 @@ def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
         assert kept == expected
         assert written[-1] == len(expected)
 
+
+
+def test_report_resume_keeps_the_earlier_cells_outside_this_runs_grid(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((dtype, batch, n))
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    f32 = [{"op": op, "dtype": "float32", "batch": 4, "n": 16, "status": "ok", "mark": op,
+            "impls": {"jax": {"median_ms": 1.0}}} for op in ("lu_factor", "qr")]
+    for budget, measured in [(None, [("float64", 4, 16), ("float64", 4, 32)]),
+                             (0.0, [])]:
+        ran.clear()
+        totals = []
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float64"], batches=[4],
+                                     sizes=[16, 32], jax_limit_s=20.0, budget_s=budget))()
+        cells = report.run_grid(args, type("B", (), dict(seed=0))(), None,
+                                lambda cells, total: totals.append((len(cells), total)), f32)
+        assert ran == measured
+        assert [c.get("mark") for c in cells if c["dtype"] == "float32"] == ["lu_factor", "qr"]
+        assert len(cells) == 2 + len(measured) and totals[-1] == (len(cells), 4)

@@ -1,12 +1,32 @@
-# Sourced by the per-call device plans (session7-call*.sh): strict mode, $OUT exported, the
-# package built and installed by gpu_session.sh (the build log only on failure), $OUT/r for the
-# results to tar, t0 for the call's clock.
+# Sourced by the per-call device plans: strict mode, $OUT exported, the package built and
+# installed by gpu_session.sh (skipped on a warm machine whose installed build is of these same
+# sources; the build log only on failure), $OUT/r for the results to tar, t0 for the call's clock.
+#
+# Calls of one loan share build/session-state (build/ is git-ignored, so a warm machine keeps it):
+# the grid resumes from the state's JSON there, else from benchmarks/results/wip/ (an earlier
+# call's, fetched and put there), else from the committed one; tunes write their cache there (or
+# go on from wip/cache), and the report reads it (a tuned table laid over the shipped one).
 set -uo pipefail
 export OUT
 t0=$SECONDS
-SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+STATE=$PWD/build/session-state
+mkdir -p "$STATE" "$OUT/r"
+export JAX_CUSOLVER_MS_TUNE_CACHE="$STATE/cache"
+# A fresh machine: the state fetched from an earlier call (untracked, so it travels) seeds it.
+WIP=benchmarks/results/wip
+[[ -d "$STATE/cache" || ! -d "$WIP/cache" ]] || cp -r "$WIP/cache" "$STATE/cache"
+sources=$(cat $(find ffi jax_cusolver_ms CMakeLists.txt pyproject.toml -type f \
+  -not -path '*__pycache__*' | sort) | sha1sum | cut -c1-16)
+if [[ "$(cat "$STATE/built" 2>/dev/null)" == "$sources" ]]; then
+  echo "warm machine: build of these sources installed already"
+else
+  SKIP_TESTS=1 SKIP_BENCH=1 bash benchmarks/gpu_session.sh > "$OUT/build.txt" 2>&1 \
+    || { tail -40 "$OUT/build.txt"; exit 1; }
+  echo "$sources" > "$STATE/built"
+  echo "built in $((SECONDS - t0)) s"
+fi
 rm -f "$OUT/build.txt"
-mkdir -p "$OUT/r"
+GRID=h100-grid_NVIDIA-H100-80GB-HBM3.json
 
 # gpu_tests "FILES" [TIMEOUT]: those test files on the GPU (the slow stream / thread tests left
 # out), logs under $OUT/r/t1; prints the failures and pytest's last line.
@@ -18,16 +38,33 @@ gpu_tests() {
   echo "tests done at $((SECONDS - t0)) s"
 }
 
-# grid_goes_on OPS UNTIL: the issue-7 grid (float32, auto, PyTorch alongside) resumed from the
-# committed one, OPS first, starting no cell after UNTIL seconds into the call; cells under 0.95x
-# or whose auto plan changed are measured again. Results tarred to $OUT/results.tgz.
+# tune_until NAME UNTIL TUNE-ARGS...: jax_cusolver_ms.tune (from another folder: the installed
+# package) into the state's cache, which it goes on from (cells there are not measured again),
+# stopping by UNTIL seconds into the call; the cache copied to $OUT/r/NAME/.
+tune_until() {
+  local name=$1 budget=$(($2 - (SECONDS - t0)))
+  shift 2
+  (cd /tmp && timeout $((budget + 60)) python3 -m jax_cusolver_ms.tune --budget-s "$budget" "$@") \
+    > "$OUT/r/$name.txt" 2>&1
+  echo "tune $name rc=$? at $((SECONDS - t0)) s"; tail -4 "$OUT/r/$name.txt"
+  mkdir -p "$OUT/r/$name" && cp -r "$JAX_CUSOLVER_MS_TUNE_CACHE"/. "$OUT/r/$name/"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+}
+
+# grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside)
+# resumed, OPS first, starting no cell after UNTIL seconds into the call; cells under 0.95x or
+# whose auto plan changed are measured again; earlier cells outside OPS x DTYPES kept as they
+# were. Results tarred to $OUT/results.tgz.
 grid_goes_on() {
-  local budget=$(($2 - (SECONDS - t0)))
-  timeout $((budget + 45)) python3 -m benchmarks.report --tag h100-grid --dtypes float32 \
+  local budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
+  if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
+  echo "grid resumes from $from"
+  timeout $((budget + 45)) python3 -m benchmarks.report --tag h100-grid --dtypes "${DTYPES:-float32}" \
     --strategies auto --ops "$1" --budget-s "$budget" --out "$OUT/r" --redo-below 0.95 \
-    --resume benchmarks/results/h100-grid_NVIDIA-H100-80GB-HBM3.json > "$OUT/r/report.txt" 2>&1
+    --resume "$from" > "$OUT/r/report.txt" 2>&1
   echo "report rc=$? at $((SECONDS - t0)) s"
+  cp "$OUT/r/$GRID" "$STATE/$GRID"
   tar czf "$OUT/results.tgz" -C "$OUT" r
   grep -E "^# " "$OUT/r/report.txt" | tail -3
-  sed -n '1,24p' "$OUT"/r/h100-grid*.md
+  sed -n '1,26p' "$OUT"/r/h100-grid*.md
 }
