@@ -42,8 +42,9 @@ enum class Strategy : int32_t {
   kLooped = 0,      // one cuSOLVER call per item, spread over lanes (own stream + thread each)
   kSequential = 1,  // one cuSOLVER call per item, all on XLA's stream from the calling thread
   kBatched = 2,     // a native batched API; with lanes > 1 each lane takes a chunk of the batch
-  // A blocked algorithm over the whole batch on XLA's stream, built from batched APIs (potrf
-  // only: cholesky_qr_ops.cc). An op without one runs as kLooped (Python never asks for that).
+  // A blocked algorithm over the whole batch on XLA's stream, built from batched APIs and this
+  // project's panel kernels (getrf, potrf, sytrf). An op without one runs as kLooped (Python
+  // never asks for that).
   kBlocked = 3,
 };
 

@@ -12,55 +12,6 @@ namespace {
 
 using namespace kernel;
 
-// LAPACK's pivot magnitude: |x| for real, |re| + |im| (CABS1) for complex.
-__device__ inline float abs1(float x) { return fabsf(x); }
-__device__ inline double abs1(double x) { return fabs(x); }
-template <typename R>
-__device__ inline R abs1(cuda::std::complex<R> x) {
-  return abs(x.real()) + abs(x.imag());
-}
-
-// The warp's largest (value, index) pair on lane 0, ties to the smallest index (every lane calls).
-template <typename R>
-__device__ inline void warp_argmax(R& best, int& best_i) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    R v = __shfl_down_sync(0xffffffffu, best, offset);
-    int i = __shfl_down_sync(0xffffffffu, best_i, offset);
-    if (v > best || (v == best && i < best_i)) best = v, best_i = i;
-  }
-}
-
-// The largest magnitude(i) over i in [begin, end) and its first index, on every thread of the
-// block (LAPACK's i?amax: ties go to the smallest index; NaN never wins; a negative magnitude
-// marks an index to pass over). An empty range (or all NaN) gives value 0 and index `begin`.
-// Any block size up to kMaxThreads. Starts and ends with a barrier.
-template <typename R, typename Magnitude>
-__device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, int* index) {
-  __shared__ R warp_value[kMaxThreads / 32];
-  __shared__ int warp_index[kMaxThreads / 32];
-  R best = -1;
-  int best_i = begin;
-  for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const R v = magnitude(i);
-    if (v > best) best = v, best_i = i;  // strictly greater: this thread's first maximum
-  }
-  warp_argmax(best, best_i);
-  __syncthreads();  // the previous call's readers are done with the shared slots
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_value[warp] = best, warp_index[warp] = best_i;
-  __syncthreads();
-  best = warp_value[0];
-  best_i = warp_index[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
-    R v = warp_value[w];
-    int i = warp_index[w];
-    if (v > best || (v == best && i < best_i)) best = v, best_i = i;
-  }
-  *value = best < 0 ? R(0) : best;
-  *index = best < 0 ? begin : best_i;
-  __syncthreads();
-}
-
 // One block factors one matrix (column-major, A(i, j) = a[i + j n]), following LAPACK ?sytf2
 // step by step; every thread takes the same pivot decisions from the same shared reads.
 // ld_shared > 0: the matrix is worked on in shared memory (MatrixPlace), after the scratch.

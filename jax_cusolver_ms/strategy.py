@@ -21,9 +21,12 @@ STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2, "blocked": 3}
 # Routines with a blocked algorithm over the whole batch (ffi: Strategy::kBlocked): potrf as
 # potrfBatched diagonal blocks, trsmBatched panels and strided-batched GEMM trailing updates;
 # sytrf as this project's ?lasyf panel kernel (one launch per panel for the whole batch) and
-# strided-batched GEMM trailing updates (ffi/ldl_ops.cc sytrf_blocked). `auto` takes potrf's
-# where a measured table says it wins, sytrf's from BLOCKED_MIN_N on.
-BLOCKED_OPS = {"potrf", "sytrf"}
+# strided-batched GEMM trailing updates (ffi/ldl_ops.cc sytrf_blocked); getrf (square only) as
+# this project's ?getf2 panel and ?laswp kernels, trsmBatched and strided-batched GEMM trailing
+# updates (ffi/lu_ops.cc getrf_blocked). `auto` takes potrf's and getrf's where a measured table
+# says they win, sytrf's from BLOCKED_MIN_N on.
+BLOCKED_OPS = {"potrf", "sytrf", "getrf"}
+SQUARE_ONLY_BLOCKED = {"getrf"}
 # From this n on the blocked algorithm is the heuristic's choice (any batch, single matrices
 # included). H100 float32 ldl_factor 64x1024: the ?sytf2 kernel 122 ms (it streams the trailing
 # matrix through one SM per column), 8 lanes of cuSOLVER sytrf 639 ms, JAX's LU 82 ms.
@@ -218,14 +221,16 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         if strategy == "sequential":
             return make("sequential", 1, "requested: every item on XLA's stream", "user")
         if strategy == "blocked":
-            if op in BLOCKED_OPS:
+            if op in BLOCKED_OPS and not (op in SQUARE_ONLY_BLOCKED and rows != cols):
                 return make("blocked", 1, "requested: the blocked algorithm over the whole "
                             "batch on XLA's stream (panels, batched GEMM updates)", "user")
             # E.g. ldl_solve after a blocked ldl_factor, or every op under a global "blocked":
             # the op runs as `auto` would run it.
             fallback = choose(op, batch, shape, dtype, "auto", lanes, nrhs)
-            return dataclasses.replace(fallback, reason=f"requested blocked, but {op} has no "
-                                       f"blocked algorithm: auto's choice ({fallback.reason})")
+            what = ("no blocked algorithm for non-square matrices" if op in BLOCKED_OPS
+                    else "no blocked algorithm")
+            return dataclasses.replace(fallback, reason=f"requested blocked, but {op} has "
+                                       f"{what}: auto's choice ({fallback.reason})")
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
                         "requested batched, but no batched API fits this call: lanes", "user")

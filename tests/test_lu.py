@@ -223,7 +223,7 @@ def numpy_solve(a, b, vector):
 
 
 def test_strategy_names():
-    # The grid the tests run every op under, and "blocked" (potrf only: test_cholesky.py).
+    # The grid the tests run every op under, and "blocked" (getrf: below; potrf: test_cholesky.py).
     assert tuple(jcm.STRATEGIES) == ALL_STRATEGIES + ("blocked",)
 
 
@@ -847,6 +847,96 @@ def test_jit_grad_of_complex_loss_matches_jax(rng):
 
 
 # ---------------------------------------------------------------------------------------------
+# The blocked strategy (getrf, square matrices): ffi kLuBlock = 64 columns per panel
+# ---------------------------------------------------------------------------------------------
+
+LU_BLOCK = 64
+
+
+@pytest.mark.parametrize("n", [1, 40, LU_BLOCK, LU_BLOCK + 1, 2 * LU_BLOCK + 37], ids=ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_blocked_lu_across_panel_edges(rng, dtype, n):
+    # One panel, exactly one, one plus a column, several with a ragged last one.
+    a = random_matrix(rng, (3, n, n), dtype, "general")
+    lu, piv = jcm.lu_factor(a, strategy="blocked")
+    check_lu_factorization(a, lu, piv, dtype)
+    tol = rtol_for(dtype, n, condition_number(a))
+    real_double = precision(dtype) == "double" and not is_complex(dtype)
+    lu_sp, piv_sp = scipy_lu_factor(a)
+    check_lu_matches(lu, piv, lu_sp, piv_sp, dtype, tol, same_pivots_required=real_double)
+    # solve, inv and det factor with the blocked LU too (their getrs runs as auto picks).
+    b = random_rhs(rng, (3, n, 2), dtype)
+    x = jcm.solve(a, b, strategy="blocked")
+    assert rel_err(x, numpy_solve(a, b, False)) <= tol
+    wide = a.astype(wide_dtype(dtype))
+    assert rel_err(jcm.inv(a, strategy="blocked"), np.linalg.inv(wide)) <= tol
+    sign, logabsdet = jcm.slogdet(a, strategy="blocked")
+    sign_ref, logabsdet_ref = np.linalg.slogdet(wide)
+    np.testing.assert_allclose(np.asarray(sign), sign_ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(np.asarray(logabsdet), logabsdet_ref, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_blocked_lu_singular_in_a_later_panel(rng, dtype):
+    # A zero column in the first panel (matrix 0) and in the second (matrix 2): an exact zero on
+    # U's diagonal there, P A = L U still, no NaN; solve and det say singular as JAX does; the
+    # good matrix comes out as if factored alone.
+    n = LU_BLOCK + 40
+    a = random_matrix(rng, (3, n, n), dtype, "well_conditioned")
+    a[0, :, 3] = 0
+    a[2, :, LU_BLOCK + 7] = 0
+    lu, piv = (np.asarray(v) for v in jcm.lu_factor(a, strategy="blocked"))
+    check_lu_factorization(a, lu, piv, dtype)
+    assert lu[0, 3, 3] == 0 and lu[2, LU_BLOCK + 7, LU_BLOCK + 7] == 0
+    assert np.all(np.diagonal(lu[1]) != 0)
+    alone, alone_piv = (np.asarray(v) for v in jcm.lu_factor(a[1:2], strategy="blocked"))
+    np.testing.assert_array_equal(lu[1:2], alone)
+    np.testing.assert_array_equal(piv[1:2], alone_piv)
+    b = random_rhs(rng, (3, n, 1), dtype)
+    x = np.asarray(jcm.solve(a, b, strategy="blocked"))
+    np.testing.assert_array_equal(np.isfinite(x), np.isfinite(np.asarray(jnp.linalg.solve(a, b))))
+    assert not np.all(np.isfinite(x[0])) and not np.all(np.isfinite(x[2]))
+    d = np.asarray(jcm.det(a, strategy="blocked"))
+    assert d[0] == 0 and d[2] == 0 and d[1] != 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_blocked_lu_non_finite_input(rng, dtype):
+    # NaN in one matrix, Inf in another (past the first panel): NaN propagates into those (all
+    # NaN on the GPU, where the guard masks them), the others untouched.
+    n = LU_BLOCK + 9
+    a = random_matrix(rng, (4, n, n), dtype, "well_conditioned")
+    a[1, 5, 2] = np.nan
+    a[3, n - 1, n - 2] = np.inf
+    lu, piv = (np.asarray(v) for v in jcm.lu_factor(a, strategy="blocked"))
+    assert np.any(np.isnan(lu[1])) and np.any(np.isnan(lu[3]))
+    check_lu_factorization(a[[0, 2]], lu[[0, 2]], piv[[0, 2]], dtype)
+    assert np.isnan(np.asarray(jcm.det(a, strategy="blocked"))[[1, 3]]).all()
+
+
+def test_blocked_lu_only_for_square_matrices(rng, claim_extension):
+    import jax_cusolver_ms as jcm
+
+    assert jcm.explain("lu_factor", (8, 256, 256), np.float32, strategy="blocked").strategy == \
+        "blocked"
+    rect = jcm.explain("lu_factor", (8, 256, 100), np.float32, strategy="blocked")
+    auto = jcm.explain("lu_factor", (8, 256, 100), np.float32)
+    assert (rect.strategy, rect.lanes) == (auto.strategy, auto.lanes)
+    assert "non-square" in rect.reason
+    a = random_matrix(rng, (4, 70, 70), np.float32, "general")
+    cuda = dict(platform="cuda")
+    (getrf,) = [line for line in _lowered_text(
+        lambda a: jcm.lu_factor(a, strategy="blocked"), a, **cuda).splitlines()
+        if "jcm_getrf" in line and "custom_call" in line]
+    assert "strategy = 3 : i32" in getrf, getrf
+    text = _lowered_text(lambda a: jcm.lu_factor(a, strategy="blocked"), a[:, :, :50], **cuda)
+    assert "jcm_getrf" in text and "strategy = 3 : i32" not in text
+    # The rectangular case still factors correctly (on lanes).
+    r = random_matrix(rng, (3, 70, 50), np.float64, "general")
+    check_lu_factorization(r, *jcm.lu_factor(r, strategy="blocked"), np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
 # Stream semantics and concurrency
 # ---------------------------------------------------------------------------------------------
 
@@ -908,6 +998,13 @@ def test_pipeline_in_jit(rng, strategy):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
 def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
     _check_pipeline(rng, strategy, lanes, dtype, batch=64, n=48, iterations=40)
+
+
+@requires_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_blocked_stream_semantics_gpu(rng, dtype):
+    _check_pipeline(rng, "blocked", 1, dtype, batch=16, n=2 * LU_BLOCK + 5, iterations=12)
 
 
 def _check_threads(rng, batch, n, iterations, lanes, threads=8):
@@ -1053,7 +1150,7 @@ def test_explain(op, shape, dtype):
         pytest.skip("getrs needs a square LU")
     plan = jcm.explain(op, shape, np.dtype(dtype))
     batch = int(np.prod(shape[:-2]))
-    assert plan.strategy in ("looped", "sequential", "batched", "xla")
+    assert plan.strategy in ("looped", "sequential", "batched", "blocked", "xla")
     assert int(plan.lanes) == plan.lanes and 1 <= plan.lanes <= max(batch, 1)
     assert isinstance(plan.reason, str) and plan.reason.strip()
     assert plan.strategy in str(plan), str(plan)

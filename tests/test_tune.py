@@ -454,7 +454,7 @@ def test_tune_needs_a_gpu():
 
 @pytest.mark.parametrize("op,batch,n,expected", [
     ("lu_factor", 1, 64, {"xla", "sequential"}),
-    ("lu_factor", 4, 64, {"xla", "sequential", "looped:2", "looped:4", "batched:1",
+    ("lu_factor", 4, 64, {"xla", "sequential", "blocked", "looped:2", "looped:4", "batched:1",
                           "batched:2", "batched:4"}),
     ("eig", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # geev: no batched API
     ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # gesvdjBatched: n <= 32
@@ -476,7 +476,7 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
     assert {(p["batch"], p["n"]) for p in points} == {(1, 8), (2, 8)}
     by_batch = {p["batch"]: set(p["times_ms"]) for p in points}
     assert by_batch[1] == {"xla", "sequential"}
-    assert by_batch[2] == {"xla", "sequential", "looped:2", "batched:1", "batched:2"}
+    assert by_batch[2] == {"xla", "sequential", "blocked", "looped:2", "batched:1", "batched:2"}
     second = jcm.tune(ops=["eigh"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
                       repeats=1, warmup=0, path=path, progress=False, _allow_cpu=True)
     assert set(second.table.entries) == {("getrf", "float32"), ("syevj", "float32")}

@@ -1,0 +1,31 @@
+// Batched kernels of the blocked LU (lu_ops.cc getrf_blocked): LAPACK ?getf2 on one panel of
+// every matrix in one launch, and ?laswp of that panel's interchanges over the other columns.
+// cuBLAS getrfBatched takes square matrices only, so it cannot factor a tall panel.
+#pragma once
+
+#include <cuComplex.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace jcm {
+
+// Largest panel width getf2_panel_batched takes.
+inline constexpr int64_t kLuMaxBlock = 256;
+
+// For `count` column-major n x n matrices (a, stride n * n): ?getf2 with partial pivoting on the
+// panel A(j0:n, j0:j0+jb) of each, in place (unit-lower L below the diagonal, U on and above);
+// the rows swapped within the panel only. Pivots 1-based in the whole matrix's numbering into
+// ipiv[j0:j0+jb) of each (count x n); info = the first zero pivot's column (1-based) where it is
+// still 0. `threads` per matrix: a multiple of 32 up to 1024.
+template <typename T>
+cudaError_t getf2_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
+                                int64_t jb, T* a, int* ipiv, int* info, int threads);
+
+// The panel's interchanges (rows k and ipiv[k] - 1 for k in [j0, j0 + jb), in order) applied to
+// every column of each matrix outside the panel.
+template <typename T>
+cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
+                                        int64_t jb, T* a, const int* ipiv);
+
+}  // namespace jcm
