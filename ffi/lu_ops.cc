@@ -78,8 +78,11 @@ struct getrf_traits {
 // gives U12 = L11^-1 A12 and one strided-batched GEMM the trailing update A22 -= L21 U12, which
 // holds most of the flops. cuBLAS getrfBatched (JAX's lowering for batches of small matrices)
 // is unblocked: its cost grows as n^3 on one block per matrix (H100 float32 256 x 1024: 141 ms).
-// Full precision: the handles' default math mode (no TF32).
-inline constexpr int64_t kLuBlock = 64;
+// Full precision: the handles' default math mode (no TF32). Panel width 32: H100 float32, panels
+// of 32 / 64 / 128 columns: 64x512 2.78 / 2.87 / 3.72 ms, 64x1024 12.5 / 12.5 / 24.0, 256x1024
+// 64.7 / 65.3 / 98.3, 4x2048 13.2 / ~ / 54.3 (benchmarks/results/s9-lub*_*.md): the panel kernel's
+// rank-1 updates grow with the width, the GEMMs gain little beyond 32.
+inline constexpr int64_t kLuBlock = 32;
 
 // The panel width: kLuBlock, or JCM_LU_BLOCK (8..kLuMaxBlock) to measure others.
 inline int64_t lu_block() {

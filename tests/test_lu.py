@@ -847,10 +847,10 @@ def test_jit_grad_of_complex_loss_matches_jax(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-# The blocked strategy (getrf, square matrices): ffi kLuBlock = 64 columns per panel
+# The blocked strategy (getrf, square matrices): ffi kLuBlock = 32 columns per panel
 # ---------------------------------------------------------------------------------------------
 
-LU_BLOCK = 64
+LU_BLOCK = 32
 
 
 @pytest.mark.parametrize("n", [1, 40, LU_BLOCK, LU_BLOCK + 1, 2 * LU_BLOCK + 37], ids=ids)
@@ -880,7 +880,8 @@ def test_blocked_lu_across_panel_edges(rng, dtype, n):
 def test_blocked_lu_singular_in_a_later_panel(rng, dtype):
     # A zero column in the first panel (matrix 0) and in the second (matrix 2): an exact zero on
     # U's diagonal there, P A = L U still, no NaN; solve and det say singular as JAX does; the
-    # good matrix comes out as if factored alone.
+    # good matrix comes out as if factored alone (the same pivots; the values to rounding: cuBLAS
+    # may tile a GEMM differently for another batch count).
     n = LU_BLOCK + 40
     a = random_matrix(rng, (3, n, n), dtype, "well_conditioned")
     a[0, :, 3] = 0
@@ -890,8 +891,8 @@ def test_blocked_lu_singular_in_a_later_panel(rng, dtype):
     assert lu[0, 3, 3] == 0 and lu[2, LU_BLOCK + 7, LU_BLOCK + 7] == 0
     assert np.all(np.diagonal(lu[1]) != 0)
     alone, alone_piv = (np.asarray(v) for v in jcm.lu_factor(a[1:2], strategy="blocked"))
-    np.testing.assert_array_equal(lu[1:2], alone)
     np.testing.assert_array_equal(piv[1:2], alone_piv)
+    assert rel_err(lu[1:2], alone) <= rtol_for(dtype, n)
     b = random_rhs(rng, (3, n, 1), dtype)
     x = np.asarray(jcm.solve(a, b, strategy="blocked"))
     np.testing.assert_array_equal(np.isfinite(x), np.isfinite(np.asarray(jnp.linalg.solve(a, b))))
