@@ -576,6 +576,13 @@ def test_report_summary():
     assert [b["parity"] for b in summary["cells_below_parity"]] == [True, False]
     assert summary["batch1_min_vs_jax"] == 1.0
     assert summary["skipped"] == ["qr float32 256x2048: JAX took 25 s per call at 64x2048 (> 20 s)"]
+    # An op whose JAX column is another algorithm (LDL^T against JAX's LU) is counted apart.
+    summary = report.summarize(cells + [_cell("ldl_solve", 1, 1024, 1.0, 4.0, "blocked")])
+    assert summary["batch1_min_vs_jax"] == 0.25 and summary["batch1_min_vs_jax_same_op"] == 1.0
+    text = report.summary_markdown(summary, {"gpu": "G", "driver": "1", "versions": {}}, {}, None)
+    assert "lowest speed-up 0.25x (1.00x over the ops JAX has)" in text
+    assert "Cells below 0.95x of JAX: 3 (1 where `auto` runs JAX's own lowering, 1 where " \
+        "JAX's column is another algorithm, 1 other)" in text
 
 
 def test_report_skips_cells_beyond_a_slow_jax_one():
