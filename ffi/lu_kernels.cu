@@ -75,15 +75,22 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (tid == 0) info_all[item] = info;
 }
 
+// Panel widths up to this solve U12's columns in registers.
+constexpr int kRegisterSolve = 32;
+
 // One thread per (column outside the panel, matrix): the panel's interchanges in order. The
-// column's rows j0 .. j0 + jb sit in a few sectors that stay in L1 across the swaps.
+// column's rows j0 .. j0 + jb sit in a few sectors that stay in L1 across the swaps. `solve`:
+// then, right of the panel, U12 = L11^-1 A12 on the column's rows j0 .. j0 + jb (L11 unit lower,
+// the panel's top; no thread writes the panel, so reading it here is race-free).
 template <typename T>
-__global__ void laswp_outside_kernel(int n, int j0, int jb, T* a_all, const int* ipiv_all) {
+__global__ void laswp_outside_kernel(int n, int j0, int jb, bool solve, T* a_all,
+                                     const int* ipiv_all) {
   const int64_t item = blockIdx.x;
   const int t = blockIdx.y * blockDim.x + threadIdx.x;
   if (t >= n - jb) return;
   const int col = t < j0 ? t : t + jb;
-  T* column = a_all + item * n * n + static_cast<int64_t>(col) * n;
+  T* a = a_all + item * n * n;
+  T* column = a + static_cast<int64_t>(col) * n;
   const int* ipiv = ipiv_all + item * n;
   for (int k = j0; k < j0 + jb; ++k) {
     const int r = ipiv[k] - 1;
@@ -93,6 +100,45 @@ __global__ void laswp_outside_kernel(int n, int j0, int jb, T* a_all, const int*
       column[r] = x;
     }
   }
+  if (!solve || col < j0 + jb) return;
+  const T* l11 = a + static_cast<int64_t>(j0) * (n + 1);  // L(j0 + k, j0 + i) = l11[k + i n]
+  T* x = column + j0;
+  if (jb <= kRegisterSolve) {  // the column in registers (the default panel width)
+    T xr[kRegisterSolve];
+#pragma unroll
+    for (int k = 0; k < kRegisterSolve; ++k) xr[k] = k < jb ? x[k] : T(0);
+#pragma unroll
+    for (int i = 0; i < kRegisterSolve; ++i) {
+#pragma unroll
+      for (int k = i + 1; k < kRegisterSolve; ++k) {
+        if (k < jb) xr[k] -= l11[k + static_cast<int64_t>(i) * n] * xr[i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRegisterSolve; ++k) {
+      if (k < jb) x[k] = xr[k];
+    }
+    return;
+  }
+  for (int i = 0; i < jb; ++i) {
+    const T xi = x[i];
+    for (int k = i + 1; k < jb; ++k) x[k] -= l11[k + static_cast<int64_t>(i) * n] * xi;
+  }
+}
+
+template <typename D>
+cudaError_t launch_laswp(cudaStream_t stream, int64_t count, int64_t n, int64_t j0, int64_t jb,
+                         bool solve, D* a, const int* ipiv) {
+  if (count <= 0 || n <= jb) return cudaSuccess;
+  const int64_t column_blocks = (n - jb + kThreads - 1) / kThreads;
+  if (j0 < 0 || jb <= 0 || j0 + jb > n || n > INT32_MAX || count > INT32_MAX ||
+      column_blocks > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(column_blocks));
+  laswp_outside_kernel<D><<<grid, kThreads, 0, stream>>>(
+      static_cast<int>(n), static_cast<int>(j0), static_cast<int>(jb), solve, a, ipiv);
+  return cudaGetLastError();
 }
 
 bool valid_threads(int threads) {
@@ -124,24 +170,23 @@ template <typename T>
 cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
                                         int64_t jb, T* a, const int* ipiv) {
   using D = typename device_type<T>::type;
-  if (count <= 0 || n <= jb) return cudaSuccess;
-  const int64_t column_blocks = (n - jb + kThreads - 1) / kThreads;
-  if (j0 < 0 || jb <= 0 || j0 + jb > n || n > INT32_MAX || count > INT32_MAX ||
-      column_blocks > 65535) {
-    return cudaErrorInvalidValue;
-  }
-  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(column_blocks));
-  laswp_outside_kernel<D><<<grid, kThreads, 0, stream>>>(
-      static_cast<int>(n), static_cast<int>(j0), static_cast<int>(jb), reinterpret_cast<D*>(a),
-      ipiv);
-  return cudaGetLastError();
+  return launch_laswp(stream, count, n, j0, jb, false, reinterpret_cast<D*>(a), ipiv);
+}
+
+template <typename T>
+cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n,
+                                             int64_t j0, int64_t jb, T* a, const int* ipiv) {
+  using D = typename device_type<T>::type;
+  return launch_laswp(stream, count, n, j0, jb, true, reinterpret_cast<D*>(a), ipiv);
 }
 
 #define JCM_LU_KERNELS(T)                                                                      \
   template cudaError_t getf2_panel_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, \
                                               T*, int*, int*, int);                            \
   template cudaError_t laswp_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,  \
-                                                      int64_t, T*, const int*);
+                                                      int64_t, T*, const int*);                 \
+  template cudaError_t laswp_trsm_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t,      \
+                                                           int64_t, int64_t, T*, const int*);
 JCM_LU_KERNELS(float)
 JCM_LU_KERNELS(double)
 JCM_LU_KERNELS(cuComplex)

@@ -28,4 +28,11 @@ template <typename T>
 cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
                                         int64_t jb, T* a, const int* ipiv);
 
+// The same interchanges, and for each column right of the panel the unit-lower triangular solve
+// with the panel's L11 (U12 = L11^-1 A12): one launch in place of ?laswp + trsmBatched (and its
+// pointer arrays). Each thread takes one column; L11 is read by every thread alike (broadcast).
+template <typename T>
+cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n,
+                                             int64_t j0, int64_t jb, T* a, const int* ipiv);
+
 }  // namespace jcm

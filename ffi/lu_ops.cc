@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "batch_kernels.h"
@@ -101,6 +102,16 @@ inline int lu_panel_threads(int64_t rows) {
   return rows >= 512 ? 512 : 256;
 }
 
+// U12 = L11^-1 A12 by the ?laswp kernel itself (one thread per column), in place of
+// trsmBatched: JCM_LU_TRSM=kernel, until measured against cuBLAS on the GPU.
+inline bool lu_trsm_in_kernel() {
+  static const bool in_kernel = [] {
+    const char* env = std::getenv("JCM_LU_TRSM");
+    return env != nullptr && std::string(env) == "kernel";
+  }();
+  return in_kernel;
+}
+
 template <typename T>
 ffi::Error getrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                          const getrf_traits<T>& op) {
@@ -120,16 +131,22 @@ ffi::Error getrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       const int64_t jb = std::min(nb, n - j), rest = n - j - jb;
       JCM_CUDA(getf2_panel_batched(ctx.stream, batch, n, j, jb, op.a, op.ipiv, op.info,
                                    lu_panel_threads(n - j)));
-      JCM_CUDA(laswp_outside_panel_batched(ctx.stream, batch, n, j, jb, op.a, op.ipiv));
-      if (rest == 0) break;
       T* diag = op.a + j + j * n;  // column-major: element (j, j)
       T* right = diag + jb * n;    // A12, and A22 below it
-      JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, diag_ptrs, diag, n * n, batch));
-      JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, right_ptrs, right, n * n, batch));
-      JCM_CUBLAS(routine_name<T>("cublas", "trsmBatched"),
-                 solver_api<T>::trsm_batched(ctx.blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
-                                             CUBLAS_OP_N, CUBLAS_DIAG_UNIT, jb, rest, &one,
-                                             diag_ptrs, n, right_ptrs, n, batch));
+      if (lu_trsm_in_kernel()) {
+        JCM_CUDA(laswp_trsm_outside_panel_batched(ctx.stream, batch, n, j, jb, op.a, op.ipiv));
+        if (rest == 0) break;
+      } else {
+        JCM_CUDA(laswp_outside_panel_batched(ctx.stream, batch, n, j, jb, op.a, op.ipiv));
+        if (rest == 0) break;
+        JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, diag_ptrs, diag, n * n, batch));
+        JCM_RETURN_IF_ERROR(fill_pointers(ctx.stream, right_ptrs, right, n * n, batch));
+        JCM_CUBLAS(routine_name<T>("cublas", "trsmBatched"),
+                   solver_api<T>::trsm_batched(ctx.blas, CUBLAS_SIDE_LEFT,
+                                               CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                                               CUBLAS_DIAG_UNIT, jb, rest, &one, diag_ptrs, n,
+                                               right_ptrs, n, batch));
+      }
       JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
                  solver_api<T>::gemm_strided_batched(
                      ctx.blas, CUBLAS_OP_N, CUBLAS_OP_N, rest, rest, jb, &minus_one, diag + jb, n,

@@ -915,6 +915,43 @@ def test_blocked_lu_non_finite_input(rng, dtype):
     assert np.isnan(np.asarray(jcm.det(a, strategy="blocked"))[[1, 3]]).all()
 
 
+@requires_gpu
+@pytest.mark.parametrize("trsm", ["kernel", "cublas"])
+def test_blocked_lu_triangular_solve_in_the_laswp_kernel(trsm):
+    # JCM_LU_TRSM=kernel: U12 = L11^-1 A12 by the ?laswp kernel instead of trsmBatched (read
+    # once per process, so in a child). Panels of 32 (registers) and 40 (the global-memory loop).
+    script = (
+        "import jax, numpy as np, scipy.linalg, jax_cusolver_ms as jcm\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "rng = np.random.default_rng(0)\n"
+        "n = 150\n"
+        "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
+        "    a = rng.standard_normal((3, n, n)).astype(dtype)\n"
+        "    if np.iscomplexobj(a):\n"
+        "        a = a + 1j * rng.standard_normal(a.shape).astype(a.real.dtype)\n"
+        "    lu, piv = (np.asarray(v) for v in jcm.lu_factor(a, strategy='blocked'))\n"
+        "    single = dtype in (np.float32, np.complex64)\n"
+        "    for i in range(3):\n"
+        "        perm = np.arange(n)\n"
+        "        for k, p in enumerate(piv[i]):\n"
+        "            perm[[k, p]] = perm[[p, k]]\n"
+        "        l = np.tril(lu[i], -1) + np.eye(n)\n"
+        "        u = np.triu(lu[i])\n"
+        "        wide = a[i].astype(np.complex128)\n"
+        "        err = np.linalg.norm(wide[perm] - l @ u) / np.linalg.norm(wide)\n"
+        "        assert err < (1e-5 if single else 1e-13), (dtype, err)\n"
+        "        assert np.abs(l).max() <= 1.5, (dtype, np.abs(l).max())\n"
+        "        if not single:\n"
+        "            assert (piv[i] == scipy.linalg.lu_factor(wide)[1]).all(), dtype\n"
+        "print('ok')\n"
+    )
+    for block in ("32", "40"):
+        env = dict(os.environ, JCM_LU_TRSM=trsm, JCM_LU_BLOCK=block)
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+
+
 def test_blocked_lu_only_for_square_matrices(rng, claim_extension):
     import jax_cusolver_ms as jcm
 
