@@ -251,6 +251,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         kind, count = _tables.parse_candidate(candidate)
         if (kind == "batched" and not batched_ok) or (kind == XLA and op in NO_XLA):
             return False
+        if kind == "blocked" and op in SQUARE_ONLY_BLOCKED and rows != cols:
+            return False  # a table measures square matrices; the C++ would take one lane
         if lanes is not None:
             # A lane count given with auto asks for our FFI path on those lanes: the strategy
             # is chosen for them, and JAX's own lowering is no candidate.

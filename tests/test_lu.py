@@ -961,6 +961,11 @@ def test_blocked_lu_only_for_square_matrices(rng, claim_extension):
     auto = jcm.explain("lu_factor", (8, 256, 100), np.float32)
     assert (rect.strategy, rect.lanes) == (auto.strategy, auto.lanes)
     assert "non-square" in rect.reason
+    # Under auto too: a table's blocked LU (measured on square matrices) is no candidate for a
+    # rectangular one.
+    square = jcm.explain("lu_factor", (64, 1024, 1024), np.float32, gpu="NVIDIA H100 80GB HBM3")
+    tall = jcm.explain("lu_factor", (64, 1024, 700), np.float32, gpu="NVIDIA H100 80GB HBM3")
+    assert square.strategy == "blocked" and tall.strategy != "blocked", (square, tall)
     a = random_matrix(rng, (4, 70, 70), np.float32, "general")
     cuda = dict(platform="cuda")
     (getrf,) = [line for line in _lowered_text(
