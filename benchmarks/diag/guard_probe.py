@@ -1,9 +1,10 @@
 """What the non-finite-input guard costs around JAX's own lowering on tiny batches, and what JAX's
-GPU lowerings give for NaN / Inf input without it (session 8, issue 7).
+GPU lowerings give for NaN / Inf input without it (session 8, issue 7; eigvalsh / eigh / svd
+added in session 9).
 
     python3 -m benchmarks.diag.guard_probe
 
-For lu_factor, det and inv at n <= 32: JAX's function, ours under `auto` (JAX's lowering inside
+For lu_factor, det, inv, eigvalsh and svdvals at n <= 64: JAX's function, ours under `auto` (JAX's lowering inside
 nan_for_nonfinite_input), and the guard reduced to masking the outputs only, timed in pooled
 alternating rounds (device-side, jax_cusolver_ms.timing); the number of kernels-ish (fusions and
 custom calls) in each optimized HLO; then JAX's own outputs for matrices holding NaN or Inf, and
@@ -53,12 +54,26 @@ def inv_out_only(a):
     return _mask(_bad(a), jnp.linalg.inv(a))
 
 
+def eigvalsh_out_only(a):
+    return _mask(_bad(a), jnp.linalg.eigvalsh(a))
+
+
+def svdvals_out_only(a):
+    return _mask(_bad(a), jnp.linalg.svdvals(a))
+
+
 VARIANTS = {
     "lu_factor": {"jax": jax.scipy.linalg.lu_factor, "ours": jcm.lu_factor,
                   "out-only": lu_out_only},
     "det": {"jax": jnp.linalg.det, "ours": jcm.det, "out-only": det_out_only},
     "inv": {"jax": jnp.linalg.inv, "ours": jcm.inv, "out-only": inv_out_only},
+    # Session 10: would masking the outputs only do for the iterative routines too (ours
+    # substitutes the identity first, one kernel more)? Only if JAX's own lowering neither hangs
+    # nor lets a NaN matrix touch its neighbours: nan_semantics below.
+    "eigvalsh": {"jax": jnp.linalg.eigvalsh, "ours": jcm.eigvalsh, "out-only": eigvalsh_out_only},
+    "svdvals": {"jax": jnp.linalg.svdvals, "ours": jcm.svdvals, "out-only": svdvals_out_only},
 }
+SYMMETRIC = {"eigvalsh"}
 SHAPES = [(1, 16), (4, 16), (4, 32), (16, 32), (64, 16), (256, 16), (256, 32), (256, 64)]
 
 
@@ -75,6 +90,8 @@ def timing() -> None:
     for op, variants in VARIANTS.items():
         for batch, n in SHAPES:
             a = jax.random.normal(jax.random.key(batch * n), (batch, n, n), jnp.float32)
+            if op in SYMMETRIC:
+                a = (a + jnp.swapaxes(a, -1, -2)) / 2
             pooled = {name: [] for name in variants}
             names = list(variants)
             for r in range(ROUNDS):
@@ -99,10 +116,17 @@ def nan_semantics() -> None:
         a[min(2, batch - 1) if batch >= 3 else 0, 0, 0] = np.inf
         if batch == 1:
             a[0, 3, 5] = np.nan
+        sym = lambda x: (x + jnp.swapaxes(x, -1, -2)) / 2
+        # The iterative routines last: a hang there (the guard's reason to substitute) still
+        # leaves the rest printed.
         for name, fn in [("lu_factor", lambda x: jax.scipy.linalg.lu_factor(x)[0]),
                          ("det", jnp.linalg.det), ("inv", jnp.linalg.inv),
                          ("solve", lambda x: jnp.linalg.solve(x, jnp.ones(x.shape[:-1] + (1,),
-                                                                         x.dtype)))]:
+                                                                         x.dtype))),
+                         ("eigvalsh", lambda x: jnp.linalg.eigvalsh(sym(x))),
+                         ("eigh", lambda x: jnp.linalg.eigh(sym(x))[1]),
+                         ("svdvals", jnp.linalg.svdvals),
+                         ("svd", lambda x: jnp.linalg.svd(x)[0])]:
             out = np.asarray(jax.jit(fn)(jnp.asarray(a)))
             ref = np.asarray(jax.jit(fn)(jnp.asarray(clean)))
             flat = out.reshape(batch, -1)
@@ -110,7 +134,7 @@ def nan_semantics() -> None:
             changed = [bool(not np.allclose(o, r, equal_nan=False)) for o, r in
                        zip(flat, ref.reshape(batch, -1))]
             print(f"  {name} {batch}x{n}: nonfinite per item {nonfinite[:4]}, "
-                  f"differs from clean {changed[:4]}")
+                  f"differs from clean {changed[:4]}", flush=True)
 
 
 if __name__ == "__main__":
