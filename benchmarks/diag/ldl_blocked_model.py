@@ -177,6 +177,21 @@ def sytrf_lower_uniform(a, nb=32):
     return np.tril(a), ipiv, info
 
 
+def symmetric_case(rng, n, dtype, kind):
+    """A random symmetric (complex symmetric) n x n test matrix: "indefinite", "zero_diagonal"
+    (2x2 pivots galore) or "singular" (a zero row and column)."""
+    x = rng.standard_normal((n, n))
+    if dtype == np.complex128:
+        x = x + 1j * rng.standard_normal((n, n))
+    a = (x + x.T).astype(dtype)
+    if kind == "zero_diagonal":
+        a[np.diag_indices(n)] = 0
+    elif kind == "singular":
+        j = rng.integers(n)
+        a[j, :] = a[:, j] = 0
+    return a
+
+
 def main():
     rng = np.random.default_rng(0)
     worst = 0.0
@@ -184,15 +199,7 @@ def main():
     for dtype in (np.float64, np.complex128):
         for n in (5, 63, 64, 65, 130, 200, 257):
             for kind in ("indefinite", "zero_diagonal", "singular"):
-                x = rng.standard_normal((n, n))
-                if dtype == np.complex128:
-                    x = x + 1j * rng.standard_normal((n, n))
-                a = (x + x.T).astype(dtype)
-                if kind == "zero_diagonal":
-                    a[np.diag_indices(n)] = 0
-                elif kind == "singular":
-                    j = rng.integers(n)
-                    a[j, :] = a[:, j] = 0
+                a = symmetric_case(rng, n, dtype, kind)
                 sytrf = lapack.get_lapack_funcs("sytrf", dtype=dtype)
                 ld_ref, ipiv_ref, info_ref = sytrf(a, lower=1)
                 for model in (sytrf_lower, sytrf_lower_uniform):
