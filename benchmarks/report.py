@@ -454,9 +454,7 @@ def main(argv=None) -> int:
                   flush=True)
         else:
             done = earlier["cells"]
-            for axis in ("ops", "dtypes", "batches", "sizes"):  # the whole report's axes
-                run_args[axis] = list(dict.fromkeys([*earlier["args"].get(axis, ()),
-                                                     *run_args[axis]]))
+            run_args.update(_union_axes([earlier["args"], run_args]))  # the whole report's
             print(f"# resuming {resume_path}: {len(done)} cells done before", flush=True)
     cells = run_grid(args, bench_args, torch, write, done)
     figures = plot(cells, args.out, stem, plt) if plt is not None else {}
@@ -483,8 +481,7 @@ def render(args) -> int:
     if len(gpus) != 1:
         raise SystemExit(f"report --render: runs of one GPU only, got {sorted(map(str, gpus))}")
     env, run_args = docs[-1]["environment"], dict(docs[-1]["args"])
-    for axis in ("ops", "dtypes", "batches", "sizes"):  # the runs may have covered parts
-        run_args[axis] = list(dict.fromkeys(v for d in docs for v in d["args"][axis]))
+    run_args.update(_union_axes([d["args"] for d in docs]))  # the runs may have covered parts
     merged = {}
     for doc in docs:
         for c in doc["cells"]:
@@ -512,6 +509,12 @@ def render(args) -> int:
                            rendered_from=[str(p) for p in args.render])
     print(summary_markdown(summary, env, figures, plot_note))
     return 0
+
+
+def _union_axes(runs_args) -> dict:
+    """The grid axes of several runs' args, each the union in first-seen order."""
+    return {axis: list(dict.fromkeys(v for a in runs_args for v in a.get(axis, ())))
+            for axis in ("ops", "dtypes", "batches", "sizes")}
 
 
 def _stem(tag: str, gpu) -> str:

@@ -56,6 +56,14 @@ inline int64_t block_size_from_env(const char* name, int64_t fallback, int64_t l
   return value >= lo && value <= hi ? value : fallback;
 }
 
+// A kernel's threads per block from the environment variable `name` (a multiple of 32 up to
+// 1024, to measure others), else 0: the caller's own choice. Read once per process by the
+// caller's static.
+inline int threads_from_env(const char* name) {
+  const int64_t value = block_size_from_env(name, 0, 32, 1024);
+  return static_cast<int>(value % 32 == 0 ? value : 0);
+}
+
 struct Workspace {
   size_t device_bytes = 0;
   size_t host_bytes = 0;

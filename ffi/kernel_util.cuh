@@ -122,6 +122,11 @@ inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
   return place;
 }
 
+// A block size a kernel whose block size is a launch parameter takes.
+inline bool valid_threads(int threads) {
+  return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;
+}
+
 // Launches above 48 KiB of dynamic shared memory must opt in, per kernel.
 template <typename Kernel>
 cudaError_t allow_shared(Kernel kernel, size_t bytes) {

@@ -427,10 +427,6 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-static bool valid_threads(int threads) {
-  return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;
-}
-
 template <typename D>
 cudaError_t launch_sytf2(cudaStream_t stream, int64_t count, int64_t n, int64_t m_max,
                          const int* start, D* a, int* ipiv, int* info, int threads) {

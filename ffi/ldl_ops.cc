@@ -31,10 +31,7 @@ namespace {
 enum class LdlKernel { kSytf2, kPanel };
 
 inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
-  static const int forced = [] {
-    const int64_t value = block_size_from_env("JCM_LDL_THREADS", 0, 32, 1024);
-    return static_cast<int>(value % 32 == 0 ? value : 0);
-  }();
+  static const int forced = threads_from_env("JCM_LDL_THREADS");
   if (forced) return forced;
   if (kernel == LdlKernel::kPanel) return n >= 512 ? 512 : 256;
   int device = 0, sms = 0;

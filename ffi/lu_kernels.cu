@@ -141,10 +141,6 @@ cudaError_t launch_laswp(cudaStream_t stream, int64_t count, int64_t n, int64_t 
   return cudaGetLastError();
 }
 
-bool valid_threads(int threads) {
-  return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;
-}
-
 }  // namespace
 
 template <typename T>

@@ -94,10 +94,7 @@ inline int64_t lu_block() {
 // Threads per matrix of the panel kernel: each column step is a few barriers and a pass over the
 // panel's rows, so tall panels take more. JCM_LU_THREADS (a multiple of 32) to measure others.
 inline int lu_panel_threads(int64_t rows) {
-  static const int forced = [] {
-    const int64_t value = block_size_from_env("JCM_LU_THREADS", 0, 32, 1024);
-    return static_cast<int>(value % 32 == 0 ? value : 0);
-  }();
+  static const int forced = threads_from_env("JCM_LU_THREADS");
   if (forced) return forced;
   return rows >= 512 ? 512 : 256;
 }
