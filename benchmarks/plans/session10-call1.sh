@@ -3,7 +3,7 @@
 # GPU: its test, then the blocked LU with and without it where cuBLAS trsmBatched may dominate
 # (batch 64 and 256), then the grid goes on (float32's slow cells, float64).
 source benchmarks/plans/device_call.sh
-gpu_tests "tests/test_lu.py" 200
+gpu_tests "tests/test_lu.py tests/test_ldl.py" 260
 shapes=${SHAPES:-16x512,16x1024,64x512,64x1024,64x2048,256x256,256x512,256x1024,256x2048}
 for trsm in kernel cublas; do
   JCM_LU_TRSM=$trsm timeout 150 python3 -m benchmarks.bench --ops lu_factor --dtypes float32 \
