@@ -12,5 +12,7 @@ for trsm in kernel cublas; do
   echo "trsm=$trsm rc=$? at $((SECONDS - t0)) s"
 done
 for f in "$OUT"/r/s10-lutrsm-*.md; do echo "== $f"; grep "^| lu_factor" "$f" | cut -c1-120; done
+timeout 120 python3 -m benchmarks.diag.guard_probe > "$OUT/r/guard_probe.txt" 2>&1
+echo "guard probe rc=$? at $((SECONDS - t0)) s"; tail -30 "$OUT/r/guard_probe.txt"
 tar czf "$OUT/results.tgz" -C "$OUT" r
 DTYPES=${DTYPES:-float32,float64} grid_goes_on "${GRID_OPS:-eigvals,svd,eig,svd_qr,eigh,eigvalsh,inv,qr,cho_solve,qr_r,qr_multiply,ldl_factor,ldl_solve,svdvals,lu_factor,cholesky,solve,det}" "${UNTIL:-560}"
