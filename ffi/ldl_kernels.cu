@@ -425,6 +425,251 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The blocked solve (sytrs_lower_blocked_*; NumPy model benchmarks/diag/
+// ldl_solve_blocked_model.py). The blocks are cut at K0 = 0, nb, 2 nb, ... for the whole batch;
+// a matrix whose 2x2 pivot straddles a cut moves that cut one column down, so its block is
+// [k0, k1) with k0 in {K0, K0 + 1}, k1 in {K1, K1 + 1} (K1 = min(n, K0 + nb)). The GEMMs take
+// the common columns K0..K0 + nb and rows from K1 + 1 on; y holds the block's solved values
+// zero-padded to those columns, and row K1, which lies inside one matrix's block and below
+// another's, is updated by the kernels themselves.
+constexpr int kSolveMaxTouched = kLdlSolveMaxBlock + 2;
+
+// The first column of the step at or after column k (valid pivots): k, or k + 1 where a 2x2
+// pivot starts at k - 1 (the run of negative pivots before k has odd length), for k = K0 and
+// K1 at once. Every thread returns the same; starts and ends with a barrier.
+__device__ inline int2 block_cuts(const int64_t* ipiv, int n, int K0, int K1) {
+  __shared__ int last_positive[2];
+  __syncthreads();
+  if (threadIdx.x < 2) last_positive[threadIdx.x] = -1;
+  __syncthreads();
+  const int stop = min(K1, n);
+  int best0 = -1, best1 = -1;
+  for (int j = threadIdx.x; j < stop; j += blockDim.x) {
+    if (ipiv[j] > 0) {
+      best1 = j;
+      if (j < K0) best0 = j;
+    }
+  }
+  if (best0 >= 0) atomicMax(&last_positive[0], best0);
+  if (best1 >= 0) atomicMax(&last_positive[1], best1);
+  __syncthreads();
+  const int k0 = K0 == 0 ? 0 : K0 + ((K0 - 1 - last_positive[0]) & 1);
+  const int k1 = K1 >= n ? n : K1 + ((K1 - 1 - last_positive[1]) & 1);
+  return make_int2(k0, k1);
+}
+
+// Index of `row` among the first `count` entries of rows[], or -1.
+__device__ inline int find_row(const int* rows, int count, int row) {
+  for (int i = 0; i < count; ++i) {
+    if (rows[i] == row) return i;
+  }
+  return -1;
+}
+
+// Forward through block K0 (B := L^-1 P B on the block's rows, the rows a swap pulls in brought
+// up to date first): one block per (matrix, right-hand-side chunk). Writes the block's rows
+// back, updates row K1 where it lies below the block, pre-adds to every other row below that a
+// swap touched what the GEMM will subtract twice, and fills y (nb + 1 x nrhs per matrix).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sytrs_forward_block_kernel(int n, int nrhs, int nb, int K0, const T* ld_all,
+                               const int64_t* ipiv_all, T* b_all, T* y_all) {
+  const int m = blockIdx.x;
+  const T* a = ld_all + static_cast<int64_t>(m) * n * n;
+  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(m) * n;
+  const int c0 = blockIdx.y * kRhsPerBlock;
+  const int cols = min(kRhsPerBlock, nrhs - c0);
+  T* b = b_all + static_cast<int64_t>(m) * n * nrhs + static_cast<int64_t>(c0) * n;
+  T* y = y_all + static_cast<int64_t>(m) * (nb + 1) * nrhs + static_cast<int64_t>(c0) * (nb + 1);
+  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
+  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * n]; };
+  const int K1 = min(n, K0 + nb);
+  const int2 cut = block_cuts(ipiv, n, K0, K1);
+  const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
+  T* bs = reinterpret_cast<T*>(dynamic_shared());  // the block's rows: bs[(i - k0) + c rows]
+  auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
+  __shared__ int touched_row[kSolveMaxTouched], touched_start[kSolveMaxTouched];
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  for (int e = tid; e < rows * cols; e += nthreads) BS(k0 + e % rows, e / rows) = B(k0 + e % rows, e / rows);
+  int touched = 0;  // the same on every thread
+  __syncthreads();
+  for (int k = k0; k < k1;) {
+    const int64_t p = ipiv[k];
+    const int size = p > 0 ? 1 : 2;
+    const int kp = static_cast<int>(p > 0 ? p : -p) - 1;
+    const int swap_row = k + size - 1;
+    if (kp != swap_row) {
+      if (kp >= k1) {
+        // Row kp, below the block, brought up to date with the block's columns from its start
+        // to k - 1, then swapped in.
+        const int found = find_row(touched_row, touched, kp);
+        const int from = found >= 0 ? touched_start[found] : k0;
+        for (int c = tid; c < cols; c += nthreads) {
+          T v = B(kp, c);
+          for (int j = from; j < k; ++j) v -= A(kp, j) * BS(j, c);
+          B(kp, c) = BS(swap_row, c);
+          BS(swap_row, c) = v;
+        }
+        __syncthreads();  // every thread has read the list
+        if (tid == 0) {
+          const int slot = found >= 0 ? found : touched;
+          touched_row[slot] = kp;
+          touched_start[slot] = k;
+        }
+        if (found < 0) ++touched;
+      } else {
+        for (int c = tid; c < cols; c += nthreads) {
+          const T t = BS(swap_row, c);
+          BS(swap_row, c) = BS(kp, c);
+          BS(kp, c) = t;
+        }
+      }
+      __syncthreads();
+    }
+    const int below = k1 - k - size;
+    for (int e = tid; e < below * cols; e += nthreads) {
+      const int i = k + size + e % below, c = e / below;
+      T v = BS(i, c) - A(i, k) * BS(k, c);
+      if (size == 2) v -= A(i, k + 1) * BS(k + 1, c);
+      BS(i, c) = v;
+    }
+    __syncthreads();
+    k += size;
+  }
+  for (int e = tid; e < rows * cols; e += nthreads) B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
+  // Row K1 below the block: the block's columns from its start on (the GEMM starts at K1 + 1).
+  if (k1 == K1 && K1 < n) {
+    const int found = find_row(touched_row, touched, K1);
+    const int from = found >= 0 ? touched_start[found] : k0;
+    for (int c = tid; c < cols; c += nthreads) {
+      T v = B(K1, c);
+      for (int j = from; j < k1; ++j) v -= A(K1, j) * BS(j, c);
+      B(K1, c) = v;
+    }
+  }
+  // Touched rows in the GEMM's range had the columns before their start already.
+  for (int e = tid; e < touched * cols; e += nthreads) {
+    const int r = touched_row[e % touched], from = touched_start[e % touched], c = e / touched;
+    if (r <= K1) continue;
+    T v = B(r, c);
+    for (int j = k0; j < from; ++j) v += A(r, j) * BS(j, c);
+    B(r, c) = v;
+  }
+  if (K1 + 1 < n) {
+    for (int e = tid; e < (nb + 1) * cols; e += nthreads) {
+      const int j = K0 + e % (nb + 1), c = e / (nb + 1);
+      y[(j - K0) + static_cast<int64_t>(c) * (nb + 1)] = j >= k0 && j < k1 ? BS(j, c) : T(0);
+    }
+  }
+}
+
+// D^-1, then back through block K0 (B := P^T L^-T B on the block's rows): t (nb + 1 x nrhs per
+// matrix, when has_t) holds L(K1 + 1:, K0:K0 + nb)^T B(K1 + 1:) as B was before this kernel;
+// what the block's swaps change below it since is added back row by row.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sytrs_backward_block_kernel(int n, int nrhs, int nb, int K0, bool has_t, const T* ld_all,
+                                const int64_t* ipiv_all, T* b_all, const T* t_all) {
+  const int m = blockIdx.x;
+  const T* a = ld_all + static_cast<int64_t>(m) * n * n;
+  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(m) * n;
+  const int c0 = blockIdx.y * kRhsPerBlock;
+  const int cols = min(kRhsPerBlock, nrhs - c0);
+  T* b = b_all + static_cast<int64_t>(m) * n * nrhs + static_cast<int64_t>(c0) * n;
+  const T* t = t_all + static_cast<int64_t>(m) * (nb + 1) * nrhs + static_cast<int64_t>(c0) * (nb + 1);
+  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
+  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * n]; };
+  const int K1 = min(n, K0 + nb);
+  const int2 cut = block_cuts(ipiv, n, K0, K1);
+  const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
+  // Shared: the block's rows, their dot products with the rows below, and the values the rows
+  // below had before the block's swaps changed them (kRhsPerBlock columns each).
+  T* bs = reinterpret_cast<T*>(dynamic_shared());
+  T* dots = bs + rows * kRhsPerBlock;
+  T* before = dots + rows * kRhsPerBlock;
+  auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
+  auto DOT = [&](int i, int c) -> T& { return dots[(i - k0) + c * rows]; };
+  __shared__ int changed_row[kSolveMaxTouched], step_start[kSolveMaxTouched];
+  __shared__ int steps;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  if (tid == 0) {
+    int count = 0;
+    for (int k = k0; k < k1; k += ipiv[k] > 0 ? 1 : 2) step_start[count++] = k;
+    steps = count;
+  }
+  const bool row_k1_below = k1 == K1 && K1 < n;
+  for (int e = tid; e < rows * cols; e += nthreads) {
+    const int i = k0 + e % rows, c = e / rows;
+    BS(i, c) = B(i, c);
+    T d = has_t ? t[(i - K0) + static_cast<int64_t>(c) * (nb + 1)] : T(0);
+    if (row_k1_below) d += A(K1, i) * B(K1, c);
+    DOT(i, c) = d;
+  }
+  __syncthreads();
+  // B := D^-1 B on the block's rows, as ?sytrs divides by D's 1x1 and 2x2 blocks.
+  for (int e = tid; e < steps * cols; e += nthreads) {
+    const int k = step_start[e % steps], c = e / steps;
+    if (ipiv[k] > 0) {
+      BS(k, c) = BS(k, c) / A(k, k);
+    } else {
+      const T akm1k = A(k + 1, k);
+      const T akm1 = A(k, k) / akm1k;
+      const T ak = A(k + 1, k + 1) / akm1k;
+      const T denom = akm1 * ak - T(1);
+      const T bkm1 = BS(k, c) / akm1k;
+      const T bk = BS(k + 1, c) / akm1k;
+      BS(k, c) = (ak * bkm1 - bk) / denom;
+      BS(k + 1, c) = (akm1 * bk - bkm1) / denom;
+    }
+  }
+  __syncthreads();
+  int changed = 0;  // the same on every thread
+  for (int s = steps - 1; s >= 0; --s) {
+    const int k = step_start[s];
+    const int64_t p = ipiv[k];
+    const int size = p > 0 ? 1 : 2;
+    const int kp = static_cast<int>(p > 0 ? p : -p) - 1;
+    const int swap_row = k + size - 1;
+    // B(k..) -= L(rows > swap_row, k..)^T B(those rows): the block's rows now, the rows below
+    // from the dot products, plus what the later steps' swaps changed there.
+    for (int e = tid; e < size * cols; e += nthreads) {
+      const int j = k + e % size, c = e / size;
+      T v = DOT(j, c);
+      for (int i = k + size; i < k1; ++i) v += A(i, j) * BS(i, c);
+      for (int r = 0; r < changed; ++r) {
+        const int row = changed_row[r];
+        v += A(row, j) * (B(row, c) - before[r + c * kSolveMaxTouched]);
+      }
+      BS(j, c) -= v;
+    }
+    __syncthreads();
+    if (kp != swap_row) {
+      if (kp >= k1) {
+        const int found = find_row(changed_row, changed, kp);
+        __syncthreads();  // every thread has read the list
+        for (int c = tid; c < cols; c += nthreads) {
+          if (found < 0) before[changed + c * kSolveMaxTouched] = B(kp, c);
+          const T v = B(kp, c);
+          B(kp, c) = BS(swap_row, c);
+          BS(swap_row, c) = v;
+        }
+        if (found < 0) {
+          if (tid == 0) changed_row[changed] = kp;
+          ++changed;
+        }
+      } else {
+        for (int c = tid; c < cols; c += nthreads) {
+          const T v = BS(swap_row, c);
+          BS(swap_row, c) = BS(kp, c);
+          BS(kp, c) = v;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int e = tid; e < rows * cols; e += nthreads) B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
+}
+
 }  // namespace
 
 template <typename D>
@@ -492,6 +737,51 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t sytrs_lower_blocked_forward(cudaStream_t stream, int64_t count, int64_t n,
+                                        int64_t nrhs, int64_t nb, int64_t k0, const T* ld,
+                                        const int64_t* ipiv, T* b, T* y) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
+  const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
+  if (nb < 2 || nb > kLdlSolveMaxBlock || k0 < 0 || k0 >= n || n > INT32_MAX ||
+      count > INT32_MAX || chunks > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t smem = (nb + 1) * kRhsPerBlock * sizeof(D);
+  if (cudaError_t err = allow_shared(sytrs_forward_block_kernel<D>, smem); err != cudaSuccess) {
+    return err;
+  }
+  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
+  sytrs_forward_block_kernel<D><<<grid, kThreads, smem, stream>>>(
+      static_cast<int>(n), static_cast<int>(nrhs), static_cast<int>(nb), static_cast<int>(k0),
+      reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b), reinterpret_cast<D*>(y));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int64_t n,
+                                         int64_t nrhs, int64_t nb, int64_t k0, bool has_t,
+                                         const T* ld, const int64_t* ipiv, T* b, const T* t) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
+  const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
+  if (nb < 2 || nb > kLdlSolveMaxBlock || k0 < 0 || k0 >= n || n > INT32_MAX ||
+      count > INT32_MAX || chunks > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t smem = (2 * (nb + 1) + kSolveMaxTouched) * kRhsPerBlock * sizeof(D);
+  if (cudaError_t err = allow_shared(sytrs_backward_block_kernel<D>, smem); err != cudaSuccess) {
+    return err;
+  }
+  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
+  sytrs_backward_block_kernel<D><<<grid, kThreads, smem, stream>>>(
+      static_cast<int>(n), static_cast<int>(nrhs), static_cast<int>(nb), static_cast<int>(k0),
+      has_t, reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b),
+      reinterpret_cast<const D*>(t));
+  return cudaGetLastError();
+}
+
 #define JCM_LDL_KERNELS(T)                                                                     \
   template cudaError_t sytrf_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*,  \
                                               int);                                            \
@@ -500,7 +790,13 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   template cudaError_t lasyf_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t,  \
                                               T*, T*, T*, int*, int*, int*, int);               \
   template cudaError_t sytrs_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, \
-                                              const int64_t*, T*);
+                                              const int64_t*, T*);                              \
+  template cudaError_t sytrs_lower_blocked_forward<T>(cudaStream_t, int64_t, int64_t, int64_t,   \
+                                                      int64_t, int64_t, const T*, const int64_t*, \
+                                                      T*, T*);                                  \
+  template cudaError_t sytrs_lower_blocked_backward<T>(cudaStream_t, int64_t, int64_t, int64_t,  \
+                                                       int64_t, int64_t, bool, const T*,        \
+                                                       const int64_t*, T*, const T*);
 JCM_LDL_KERNELS(float)
 JCM_LDL_KERNELS(double)
 JCM_LDL_KERNELS(cuComplex)

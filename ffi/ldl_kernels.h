@@ -52,4 +52,24 @@ template <typename T>
 cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
                                 const T* ld, const int64_t* ipiv, T* b);
 
+// Largest block width of the blocked solve.
+inline constexpr int64_t kLdlSolveMaxBlock = 128;
+
+// The blocked solve (ldl_ops.cc sytrs_blocked drives it; NumPy model
+// benchmarks/diag/ldl_solve_blocked_model.py), LAPACK ?sytrs (UPLO = 'L') in blocks of nb
+// columns cut at k0 = 0, nb, 2 nb, ... Forward through block k0 on each matrix's rows of the
+// block (b overwritten), y (count x (nb + 1) x nrhs) receiving the operand of the GEMM
+// b(k0 + nb + 1:, :) -= L(k0 + nb + 1:, k0:k0 + nb + 1) y that follows it (when k0 + nb + 1 < n).
+template <typename T>
+cudaError_t sytrs_lower_blocked_forward(cudaStream_t stream, int64_t count, int64_t n,
+                                        int64_t nrhs, int64_t nb, int64_t k0, const T* ld,
+                                        const int64_t* ipiv, T* b, T* y);
+
+// D^-1 and back through block k0, after the forward pass and the blocks after k0: has_t says
+// that t (count x (nb + 1) x nrhs) holds L(k0 + nb + 1:, k0:k0 + nb + 1)^T b(k0 + nb + 1:, :).
+template <typename T>
+cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int64_t n,
+                                         int64_t nrhs, int64_t nb, int64_t k0, bool has_t,
+                                         const T* ld, const int64_t* ipiv, T* b, const T* t);
+
 }  // namespace jcm

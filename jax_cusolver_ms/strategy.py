@@ -23,14 +23,19 @@ STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2, "blocked": 3}
 # sytrf as this project's ?lasyf panel kernel (one launch per panel for the whole batch) and
 # strided-batched GEMM trailing updates (ffi/ldl_ops.cc sytrf_blocked); getrf (square only) as
 # this project's ?getf2 panel and ?laswp kernels, trsmBatched and strided-batched GEMM trailing
-# updates (ffi/lu_ops.cc getrf_blocked). `auto` takes potrf's and getrf's where a measured table
-# says they win, sytrf's from BLOCKED_MIN_N on.
-BLOCKED_OPS = {"potrf", "sytrf", "getrf"}
+# updates (ffi/lu_ops.cc getrf_blocked); sytrs as ?sytrs in blocks of columns, the block's steps
+# in a kernel and strided-batched GEMMs for the rows below (ffi/ldl_ops.cc sytrs_blocked). `auto`
+# takes potrf's and getrf's where a measured table says they win, sytrf's and sytrs's from
+# BLOCKED_MIN_N on.
+BLOCKED_OPS = {"potrf", "sytrf", "getrf", "sytrs"}
 SQUARE_ONLY_BLOCKED = {"getrf"}
 # From this n on the blocked algorithm is the heuristic's choice (any batch, single matrices
 # included). H100 float32 ldl_factor 64x1024: the ?sytf2 kernel 122 ms (it streams the trailing
 # matrix through one SM per column), 8 lanes of cuSOLVER sytrf 639 ms, JAX's LU 82 ms.
-BLOCKED_MIN_N = {"sytrf": 256}
+# The blocked solve: its steps run on a block's rows in shared memory, the unblocked kernel's on
+# the whole of B with one warp per right-hand side (H100 float32 ldl_solve 1x2048: ~12 ms of
+# the 25.5 the solve; blocked, 2 n / 64 launches).
+BLOCKED_MIN_N = {"sytrf": 256, "sytrs": 64}
 # Routines JAX has no lowering of its own for: "xla" is never a candidate (a benchmark times
 # JAX's LU next to them, which a table must not take for theirs).
 NO_XLA = {"sytrf", "sytrs"}

@@ -582,8 +582,11 @@ def test_explain_knows_the_public_names():
     factor = (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
               ((16, blocked_from, blocked_from), "blocked"), ((1, 512, 512), "blocked"),
               ((2, 1025, 1025), "blocked"))
-    solve = (((16, 64, 64), "batched"), ((1, 64, 64), "batched"), ((16, 512, 512), "batched"),
-             ((2, 1025, 1025), "batched"))
+    # The solve: the unblocked kernel at small n, the blocked solve from BLOCKED_MIN_N on.
+    solve_from = jcm.strategy.BLOCKED_MIN_N["sytrs"]
+    solve = (((16, 16, 16), "batched"), ((1, solve_from - 1, solve_from - 1), "batched"),
+             ((16, solve_from, solve_from), "blocked"), ((1, 512, 512), "blocked"),
+             ((2, 1025, 1025), "blocked"))
     for op, routine, cases in (("ldl_factor", "sytrf", factor), ("ldl_solve", "sytrs", solve)):
         for shape, want in cases:
             choice = jcm.explain(op, shape, np.float32)
@@ -592,9 +595,8 @@ def test_explain_knows_the_public_names():
         == "looped"
     assert jcm.explain("ldl_solve", (4, 2048, 2048), np.float32, strategy="batched").strategy \
         == "batched"
-    # The solve has no blocked algorithm: after a blocked factor it runs as auto would.
-    assert jcm.explain("ldl_solve", (4, 2048, 2048), np.float32, strategy="blocked").strategy \
-        == "batched"
+    assert jcm.explain("ldl_solve", (4, 16, 16), np.float32, strategy="blocked").strategy \
+        == "blocked"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,6 +697,101 @@ def test_blocked_zero_column(rng, zero):
     check_factorization(a, ld, pivots, np.float64)
 
 
+# ---------------------------------------------------------------------------------------------
+# The blocked solve (ffi/ldl_ops.cc sytrs_blocked): LAPACK ?sytrs in blocks of kLdlSolveBlock
+# columns cut at 0, 64, 128, ... (a 2x2 pivot across a cut moves that matrix's cut down one)
+# ---------------------------------------------------------------------------------------------
+
+LDL_SOLVE_BLOCK = 64
+
+
+def _lapack_factors(a, dtype):
+    """LAPACK ?sytrf's compact factors and pivots of each matrix of a (batch, n, n)."""
+    sytrf = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=np.dtype(dtype))[0]
+    out = [sytrf(m, lower=1) for m in a]
+    assert all(info >= 0 for _, _, info in out)
+    return np.stack([np.tril(f) for f, _, _ in out]), np.stack([p for _, p, _ in out])
+
+
+def _lapack_solves(ld, pivots, b, dtype):
+    sytrs = scipy.linalg.lapack.get_lapack_funcs(("sytrs",), dtype=np.dtype(dtype))[0]
+    return np.stack([sytrs(ld[i], pivots[i], b[i], lower=1)[0] for i in range(len(ld))])
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n, kind", [
+    (n, kind) for n in (1, 2, LDL_SOLVE_BLOCK - 1, LDL_SOLVE_BLOCK, LDL_SOLVE_BLOCK + 1,
+                        LDL_SOLVE_BLOCK + 2, 2 * LDL_SOLVE_BLOCK + 1, 300)
+    for kind in ("indefinite", "zero_diagonal") if n > 1 or kind == "indefinite"], ids=ids)
+def test_blocked_solve_matches_lapack_sytrs(rng, dtype, n, kind):
+    # One block; a block and the row just below it (updated by the kernels, not the GEMM); many
+    # blocks, with rows swapped in from below each and 2x2 pivots across the cuts (zero
+    # diagonals: every first pivot 2x2). LAPACK's own factor, so LAPACK's ?sytrs is the answer;
+    # 1 and 40 right-hand sides (two chunks of 32).
+    a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
+    ld, pivots = _lapack_factors(a, dtype)
+    for nrhs in (1, 40):
+        b = _gaussian(rng, (3, n, nrhs), dtype).astype(dtype)
+        x = ldl_solve(ld, pivots, b, strategy="blocked")
+        tol = solve_tolerance(a, dtype)
+        assert rel_err(x, _lapack_solves(ld, pivots, b, dtype)) <= tol
+        assert rel_err(x, reference_solve(a, b)) <= tol
+
+
+@requires_gpu
+def test_blocked_solve_narrow_blocks():
+    # JCM_LDL_SOLVE_BLOCK=8 (read once per process, so in a child): blocks of 8 make every kind
+    # of cut frequent (a 2x2 pivot on either side, rows pulled into a block from far below and
+    # swapped again by later steps of the same block).
+    script = (
+        "import sys, numpy as np, scipy.linalg, jax\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from test_ldl import symmetric, _gaussian, _lapack_factors, _lapack_solves\n"
+        "from conftest import rel_err\n"
+        "from jax_cusolver_ms import ldl_solve\n"
+        "rng = np.random.default_rng(0)\n"
+        "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
+        "    for n in (7, 8, 9, 17, 100, 203):\n"
+        "        for kind in ('indefinite', 'zero_diagonal'):\n"
+        "            a = symmetric(rng, (2, n, n), dtype, kind=kind).astype(dtype)\n"
+        "            ld, piv = _lapack_factors(a, dtype)\n"
+        "            b = _gaussian(rng, (2, n, 3), dtype).astype(dtype)\n"
+        "            x = np.asarray(ldl_solve(ld, piv, b, strategy='blocked'))\n"
+        "            ref = _lapack_solves(ld, piv, b, dtype)\n"
+        "            single = dtype in (np.float32, np.complex64)\n"
+        "            err = rel_err(x, ref)\n"
+        "            assert err < (1e-2 if single else 1e-9), (dtype, n, kind, err)\n"
+        "print('ok')\n"
+    )
+    import os
+    import subprocess
+
+    env = dict(os.environ, JCM_LDL_SOLVE_BLOCK="8")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=root)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+
+
+@requires_gpu
+def test_blocked_solve_singular_d_and_bad_pivots(rng):
+    # A singular D gives inf/NaN, no error; pivots that are no LAPACK pivot array give NaN (the
+    # Python side solves that item with harmless pivots); its neighbours stay right.
+    n = 150
+    a = symmetric(rng, (3, n, n), np.float64)
+    ld, pivots = _lapack_factors(a, np.float64)
+    b = _gaussian(rng, (3, n, 2), np.float64)
+    ld[0, 70, 70] = 0
+    pivots[0, 70] = 71
+    pivots[1, 3] = n + 5
+    x = np.asarray(ldl_solve(ld, pivots, b, strategy="blocked"))
+    assert not np.all(np.isfinite(x[0])) and np.all(np.isnan(x[1]))
+    np.testing.assert_allclose(x[2], _lapack_solves(ld[2:], pivots[2:], b[2:], np.float64)[0],
+                               rtol=1e-9, atol=1e-12)
+
+
 @requires_extension
 def test_blocked_lowers_to_sytrf_strategy_3():
     text = str(_export_cuda(
@@ -704,7 +801,7 @@ def test_blocked_lowers_to_sytrf_strategy_3():
     sytrf = [line for line in text.splitlines() if "@jcm_sytrf" in line]
     sytrs = [line for line in text.splitlines() if "@jcm_sytrs" in line]
     assert len(sytrf) == 1 and "strategy = 3 : i32" in sytrf[0], sytrf
-    assert len(sytrs) == 1 and "strategy = 2 : i32" in sytrs[0], sytrs  # the kernel, as auto
+    assert len(sytrs) == 1 and "strategy = 3 : i32" in sytrs[0], sytrs
 
 
 # ---------------------------------------------------------------------------------------------
