@@ -940,8 +940,10 @@ def test_blocked_lu_triangular_solve_in_the_laswp_kernel(trsm):
         "        wide = a[i].astype(np.complex128)\n"
         "        err = np.linalg.norm(wide[perm] - l @ u) / np.linalg.norm(wide)\n"
         "        assert err < (1e-5 if single else 1e-13), (dtype, err)\n"
-        "        assert np.abs(l).max() <= 1.5, (dtype, np.abs(l).max())\n"
-        "        if not single:\n"
+        "        # Partial pivoting by |re| + |im| (LAPACK's i?amax): no multiplier above 1.\n"
+        "        abs1 = np.abs(l.real) + np.abs(l.imag)\n"
+        "        assert abs1.max() <= 1 + 1e-6, (dtype, abs1.max())\n"
+        "        if dtype == np.float64:  # complex: rounding may break near-ties otherwise\n"
         "            assert (piv[i] == scipy.linalg.lu_factor(wide)[1]).all(), dtype\n"
         "print('ok')\n"
     )
