@@ -466,10 +466,20 @@ __device__ inline int find_row(const int* rows, int count, int row) {
   return -1;
 }
 
+// The block's square of L, LS(i, j) = L(i, j) for i, j in [k0, k1), into shared memory: the
+// steps then read no global memory but the rows below that swaps pull in.
+template <typename T>
+__device__ inline void load_diagonal_block(T* ls, const T* a, int n, int k0, int rows) {
+  for (int e = threadIdx.x; e < rows * rows; e += blockDim.x) {
+    ls[e] = a[(k0 + e % rows) + static_cast<int64_t>(k0 + e / rows) * n];
+  }
+}
+
 // Forward through block K0 (B := L^-1 P B on the block's rows, the rows a swap pulls in brought
 // up to date first): one block per (matrix, right-hand-side chunk). Writes the block's rows
 // back, updates row K1 where it lies below the block, pre-adds to every other row below that a
 // swap touched what the GEMM will subtract twice, and fills y (nb + 1 x nrhs per matrix).
+// Dot products over a row of L are one warp's each (lanes over the columns, then warp_sum).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sytrs_forward_block_kernel(int n, int nrhs, int nb, int K0, const T* ld_all,
@@ -486,11 +496,24 @@ __global__ void __launch_bounds__(kThreads)
   const int K1 = min(n, K0 + nb);
   const int2 cut = block_cuts(ipiv, n, K0, K1);
   const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
-  T* bs = reinterpret_cast<T*>(dynamic_shared());  // the block's rows: bs[(i - k0) + c rows]
+  // Shared: the block's rows of B (kRhsPerBlock columns), then its square of L.
+  T* bs = reinterpret_cast<T*>(dynamic_shared());
+  T* ls = bs + rows * kRhsPerBlock;
   auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
+  auto LS = [&](int i, int j) -> const T& { return ls[(i - k0) + (j - k0) * rows]; };
   __shared__ int touched_row[kSolveMaxTouched], touched_start[kSolveMaxTouched];
-  const int tid = threadIdx.x, nthreads = blockDim.x;
-  for (int e = tid; e < rows * cols; e += nthreads) BS(k0 + e % rows, e / rows) = B(k0 + e % rows, e / rows);
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
+  // Row r of B, column c, minus (sign -1) or plus (+1) L(r, from:to) BS(from:to, c), by warp.
+  auto row_update = [&](int r, int c, int from, int to, T sign) {
+    T s = T(0);
+    for (int j = from + lane; j < to; j += 32) s += A(r, j) * BS(j, c);
+    s = warp_sum(s);
+    if (lane == 0) B(r, c) += sign * s;
+  };
+  for (int e = tid; e < rows * cols; e += nthreads) {
+    BS(k0 + e % rows, e / rows) = B(k0 + e % rows, e / rows);
+  }
+  load_diagonal_block(ls, a, n, k0, rows);
   int touched = 0;  // the same on every thread
   __syncthreads();
   for (int k = k0; k < k1;) {
@@ -504,13 +527,13 @@ __global__ void __launch_bounds__(kThreads)
         // to k - 1, then swapped in.
         const int found = find_row(touched_row, touched, kp);
         const int from = found >= 0 ? touched_start[found] : k0;
+        for (int c = warp; c < cols; c += kWarps) row_update(kp, c, from, k, T(-1));
+        __syncthreads();  // every thread has read the list; row kp is current
         for (int c = tid; c < cols; c += nthreads) {
-          T v = B(kp, c);
-          for (int j = from; j < k; ++j) v -= A(kp, j) * BS(j, c);
+          const T v = B(kp, c);
           B(kp, c) = BS(swap_row, c);
           BS(swap_row, c) = v;
         }
-        __syncthreads();  // every thread has read the list
         if (tid == 0) {
           const int slot = found >= 0 ? found : touched;
           touched_row[slot] = kp;
@@ -529,31 +552,28 @@ __global__ void __launch_bounds__(kThreads)
     const int below = k1 - k - size;
     for (int e = tid; e < below * cols; e += nthreads) {
       const int i = k + size + e % below, c = e / below;
-      T v = BS(i, c) - A(i, k) * BS(k, c);
-      if (size == 2) v -= A(i, k + 1) * BS(k + 1, c);
+      T v = BS(i, c) - LS(i, k) * BS(k, c);
+      if (size == 2) v -= LS(i, k + 1) * BS(k + 1, c);
       BS(i, c) = v;
     }
     __syncthreads();
     k += size;
   }
-  for (int e = tid; e < rows * cols; e += nthreads) B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
-  // Row K1 below the block: the block's columns from its start on (the GEMM starts at K1 + 1).
-  if (k1 == K1 && K1 < n) {
-    const int found = find_row(touched_row, touched, K1);
-    const int from = found >= 0 ? touched_start[found] : k0;
-    for (int c = tid; c < cols; c += nthreads) {
-      T v = B(K1, c);
-      for (int j = from; j < k1; ++j) v -= A(K1, j) * BS(j, c);
-      B(K1, c) = v;
-    }
+  for (int e = tid; e < rows * cols; e += nthreads) {
+    B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
   }
+  // Row K1 below the block: the block's columns from its start on (the GEMM starts at K1 + 1).
   // Touched rows in the GEMM's range had the columns before their start already.
-  for (int e = tid; e < touched * cols; e += nthreads) {
-    const int r = touched_row[e % touched], from = touched_start[e % touched], c = e / touched;
-    if (r <= K1) continue;
-    T v = B(r, c);
-    for (int j = k0; j < from; ++j) v += A(r, j) * BS(j, c);
-    B(r, c) = v;
+  const bool row_k1_below = k1 == K1 && K1 < n;
+  const int tasks = (touched + (row_k1_below ? 1 : 0)) * cols;
+  for (int e = warp; e < tasks; e += kWarps) {
+    const int which = e % (tasks / cols), c = e / (tasks / cols);
+    if (which == touched) {
+      const int found = find_row(touched_row, touched, K1);
+      row_update(K1, c, found >= 0 ? touched_start[found] : k0, k1, T(-1));
+    } else if (touched_row[which] > K1) {
+      row_update(touched_row[which], c, k0, touched_start[which], T(1));
+    }
   }
   if (K1 + 1 < n) {
     for (int e = tid; e < (nb + 1) * cols; e += nthreads) {
@@ -565,7 +585,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // D^-1, then back through block K0 (B := P^T L^-T B on the block's rows): t (nb + 1 x nrhs per
 // matrix, when has_t) holds L(K1 + 1:, K0:K0 + nb)^T B(K1 + 1:) as B was before this kernel;
-// what the block's swaps change below it since is added back row by row.
+// what the block's swaps change below it since is added back row by row. Each step's dot
+// products are one warp's per (column of the step, right-hand side).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sytrs_backward_block_kernel(int n, int nrhs, int nb, int K0, bool has_t, const T* ld_all,
@@ -582,16 +603,19 @@ __global__ void __launch_bounds__(kThreads)
   const int K1 = min(n, K0 + nb);
   const int2 cut = block_cuts(ipiv, n, K0, K1);
   const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
-  // Shared: the block's rows, their dot products with the rows below, and the values the rows
-  // below had before the block's swaps changed them (kRhsPerBlock columns each).
+  // Shared: the block's rows, their dot products with the rows below, the values the rows
+  // below had before the block's swaps changed them (kRhsPerBlock columns each), then the
+  // block's square of L.
   T* bs = reinterpret_cast<T*>(dynamic_shared());
   T* dots = bs + rows * kRhsPerBlock;
   T* before = dots + rows * kRhsPerBlock;
+  T* ls = before + kSolveMaxTouched * kRhsPerBlock;
   auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
   auto DOT = [&](int i, int c) -> T& { return dots[(i - k0) + c * rows]; };
+  auto LS = [&](int i, int j) -> const T& { return ls[(i - k0) + (j - k0) * rows]; };
   __shared__ int changed_row[kSolveMaxTouched], step_start[kSolveMaxTouched];
   __shared__ int steps;
-  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
     int count = 0;
     for (int k = k0; k < k1; k += ipiv[k] > 0 ? 1 : 2) step_start[count++] = k;
@@ -605,16 +629,17 @@ __global__ void __launch_bounds__(kThreads)
     if (row_k1_below) d += A(K1, i) * B(K1, c);
     DOT(i, c) = d;
   }
+  load_diagonal_block(ls, a, n, k0, rows);
   __syncthreads();
   // B := D^-1 B on the block's rows, as ?sytrs divides by D's 1x1 and 2x2 blocks.
   for (int e = tid; e < steps * cols; e += nthreads) {
     const int k = step_start[e % steps], c = e / steps;
     if (ipiv[k] > 0) {
-      BS(k, c) = BS(k, c) / A(k, k);
+      BS(k, c) = BS(k, c) / LS(k, k);
     } else {
-      const T akm1k = A(k + 1, k);
-      const T akm1 = A(k, k) / akm1k;
-      const T ak = A(k + 1, k + 1) / akm1k;
+      const T akm1k = LS(k + 1, k);
+      const T akm1 = LS(k, k) / akm1k;
+      const T ak = LS(k + 1, k + 1) / akm1k;
       const T denom = akm1 * ak - T(1);
       const T bkm1 = BS(k, c) / akm1k;
       const T bk = BS(k + 1, c) / akm1k;
@@ -632,15 +657,20 @@ __global__ void __launch_bounds__(kThreads)
     const int swap_row = k + size - 1;
     // B(k..) -= L(rows > swap_row, k..)^T B(those rows): the block's rows now, the rows below
     // from the dot products, plus what the later steps' swaps changed there.
-    for (int e = tid; e < size * cols; e += nthreads) {
+    const int below = k1 - k - size;
+    for (int e = warp; e < size * cols; e += kWarps) {
       const int j = k + e % size, c = e / size;
-      T v = DOT(j, c);
-      for (int i = k + size; i < k1; ++i) v += A(i, j) * BS(i, c);
-      for (int r = 0; r < changed; ++r) {
-        const int row = changed_row[r];
-        v += A(row, j) * (B(row, c) - before[r + c * kSolveMaxTouched]);
+      T v = T(0);
+      for (int x = lane; x < below + changed; x += 32) {
+        if (x < below) {
+          v += LS(k + size + x, j) * BS(k + size + x, c);
+        } else {
+          const int r = x - below, row = changed_row[r];
+          v += A(row, j) * (B(row, c) - before[r + c * kSolveMaxTouched]);
+        }
       }
-      BS(j, c) -= v;
+      v = warp_sum(v);
+      if (lane == 0) BS(j, c) -= v + DOT(j, c);
     }
     __syncthreads();
     if (kp != swap_row) {
@@ -667,7 +697,9 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
   }
-  for (int e = tid; e < rows * cols; e += nthreads) B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
+  for (int e = tid; e < rows * cols; e += nthreads) {
+    B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
+  }
 }
 
 }  // namespace
@@ -748,7 +780,7 @@ cudaError_t sytrs_lower_blocked_forward(cudaStream_t stream, int64_t count, int6
       count > INT32_MAX || chunks > 65535) {
     return cudaErrorInvalidValue;
   }
-  const size_t smem = (nb + 1) * kRhsPerBlock * sizeof(D);
+  const size_t smem = ((nb + 1) * kRhsPerBlock + (nb + 1) * (nb + 1)) * sizeof(D);
   if (cudaError_t err = allow_shared(sytrs_forward_block_kernel<D>, smem); err != cudaSuccess) {
     return err;
   }
@@ -770,7 +802,8 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
       count > INT32_MAX || chunks > 65535) {
     return cudaErrorInvalidValue;
   }
-  const size_t smem = (2 * (nb + 1) + kSolveMaxTouched) * kRhsPerBlock * sizeof(D);
+  const size_t smem =
+      ((2 * (nb + 1) + kSolveMaxTouched) * kRhsPerBlock + (nb + 1) * (nb + 1)) * sizeof(D);
   if (cudaError_t err = allow_shared(sytrs_backward_block_kernel<D>, smem); err != cudaSuccess) {
     return err;
   }

@@ -52,8 +52,9 @@ template <typename T>
 cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
                                 const T* ld, const int64_t* ipiv, T* b);
 
-// Largest block width of the blocked solve.
-inline constexpr int64_t kLdlSolveMaxBlock = 128;
+// Largest block width of the blocked solve (its kernels hold the block's square of L and rows
+// of B in shared memory: 168 KB at 64 for complex128).
+inline constexpr int64_t kLdlSolveMaxBlock = 64;
 
 // The blocked solve (ldl_ops.cc sytrs_blocked drives it; NumPy model
 // benchmarks/diag/ldl_solve_blocked_model.py), LAPACK ?sytrs (UPLO = 'L') in blocks of nb
