@@ -32,10 +32,12 @@ SQUARE_ONLY_BLOCKED = {"getrf"}
 # From this n on the blocked algorithm is the heuristic's choice (any batch, single matrices
 # included). H100 float32 ldl_factor 64x1024: the ?sytf2 kernel 122 ms (it streams the trailing
 # matrix through one SM per column), 8 lanes of cuSOLVER sytrf 639 ms, JAX's LU 82 ms.
-# The blocked solve: its steps run on a block's rows in shared memory, the unblocked kernel's on
-# the whole of B with one warp per right-hand side (H100 float32 ldl_solve 1x2048: ~12 ms of
-# the 25.5 the solve; blocked, 2 n / 64 launches).
-BLOCKED_MIN_N = {"sytrf": 256, "sytrs": 64}
+# The blocked solve: its steps run on a block's rows in shared memory, the unblocked kernel's
+# over the whole of B. H100, the solve alone, unblocked / blocked ms (benchmarks/diag/
+# ldl_solve_probe.py, results/s10-ldl-solve-probe.md): float32 1x2048 11.7 / 4.60, 4x2048 21.1 /
+# 5.20, 64x1024 6.63 / 3.04, 256x512 2.22 / 1.62, but 64x256 0.43 / 0.53, 1x256 0.40 / 0.44
+# (float64 alike); from n = 512 on.
+BLOCKED_MIN_N = {"sytrf": 256, "sytrs": 512}
 # Routines JAX has no lowering of its own for: "xla" is never a candidate (a benchmark times
 # JAX's LU next to them, which a table must not take for theirs).
 NO_XLA = {"sytrf", "sytrs"}
