@@ -480,7 +480,8 @@ def _counts(args, probe_ms: float) -> tuple[int, int]:
     """Repeats and warm-ups for one measurement, fitted into --budget-s from one probe call."""
     fit = int(args.budget_s * 1e3 / max(probe_ms, 1e-3))
     repeats = max(args.min_repeats, min(args.repeats, fit))
-    warmup = args.warmup if repeats == args.repeats else 1
+    # A call of a second or more: the probe was the warm-up (H100 eig 16x2048: JAX 8.4 s a call).
+    warmup = args.warmup if repeats == args.repeats else 0 if probe_ms >= 1e3 else 1
     return repeats, warmup
 
 
@@ -884,8 +885,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
     p.add_argument("--budget-s", type=float, default=4.0,
                    help="seconds one measurement may take: slow calls get fewer repeats, "
-                        "never fewer than --min-repeats (default 4)")
-    p.add_argument("--min-repeats", type=int, default=3)
+                        "never fewer than --min-repeats")
+    p.add_argument("--min-repeats", type=int, default=3, help="(default 3)")
     p.add_argument("--jax-limit-s", type=float, default=None,
                    help="skip a cell (and say so) where one call of JAX's takes longer")
     p.add_argument("--small-rounds", type=int, default=5,

@@ -69,6 +69,12 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     """Runs the grid; `done`: cells of an earlier run of the same report (--resume), kept."""
     grid = [(op, d, b, n) for op in args.ops for d in args.dtypes
             for b in args.batches for n in args.sizes]
+    seed_of = {key: i for i, key in enumerate(grid)}  # a cell's inputs whatever the sharding
+    shard = getattr(args, "shard", None)
+    if shard is not None:
+        # Every count-th cell from `index` on: the slow cells (large n) spread over the shards.
+        index_, count = shard
+        grid = grid[index_::count]
     earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
     # Earlier cells of other ops / dtypes / sizes ride along untouched, after this run's grid:
     # one file holds the whole report while runs of parts of it go on (float64 after float32).
@@ -101,11 +107,13 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
             else:
                 try:
                     cell = bench.run_cell(bench.OPS[op], dtype, batch, n, bench_args, torch,
-                                          seed=bench_args.seed + index)
+                                          seed=bench_args.seed + seed_of[op, dtype, batch, n])
                 except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
                     cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
                             "status": "error", "note": "runner: " + bench._short(exc),
                             "traceback": traceback.format_exc()}
+            if cell is not kept:
+                cell.setdefault("measured_at", round(time.time(), 1))  # --render: newest wins
             jax_result = cell["impls"].get("jax", {})
             if jax_result.get("probe_ms", 0) > args.jax_limit_s * 1e3:
                 slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
@@ -137,8 +145,9 @@ def _plan_key(plan) -> tuple | None:
 def _stale(cell: dict, args, bench_args) -> bool:
     """An earlier cell is measured again when it failed, when `auto` now picks another strategy
     or lane count for it (a new table, or new rules: its time is no longer auto's), or, with
-    --redo-below R, when its speed-up over JAX was under R."""
-    if cell.get("status") == "error":
+    --redo-below R, when its speed-up over JAX was under R, or with --redo-ops, when its op is
+    one of those (a change the plan does not show, e.g. ldl_solve's solve under its factor's)."""
+    if cell.get("status") == "error" or cell["op"] in (getattr(args, "redo_ops", None) or ()):
         return True
     redo_below = getattr(args, "redo_below", None)
     speedup = _speedup(cell)
@@ -345,6 +354,16 @@ def _ints(text: str) -> list[int]:
     return [int(s) for s in text.split(",") if s.strip()]
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes K/N, got {text!r}") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"--shard K/N needs 0 <= K < N, got {text!r}")
+    return index, count
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -380,6 +399,12 @@ def parse_args(argv=None):
     p.add_argument("--redo-below", type=float, default=None, metavar="R",
                    help="with --resume: measure again the cells whose speed-up over JAX was "
                         "under R (cells whose auto plan changed are measured again anyway)")
+    p.add_argument("--redo-ops", type=bench._list, default=None, metavar="OPS",
+                   help="with --resume: measure again every cell of these ops")
+    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                   help="measure every N-th cell of the grid from the K-th (0-based) only, e.g. "
+                        "one process per GPU of a host (benchmarks/plans/grid_sharded.sh); "
+                        "--render merges the shards' files, the newest version of a cell winning")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="JSON",
@@ -485,7 +510,11 @@ def render(args) -> int:
     merged = {}
     for doc in docs:
         for c in doc["cells"]:
-            merged[(c["op"], c["dtype"], c["batch"], c["n"])] = c
+            # The most recently measured version of a cell (shards of one run each carry the
+            # others' cells as they were before it); equal or unknown times: the later file's.
+            key = (c["op"], c["dtype"], c["batch"], c["n"])
+            if c.get("measured_at", 0) >= merged.get(key, {}).get("measured_at", 0):
+                merged[key] = c
     grid = [(op, d, b, n) for op in run_args["ops"] for d in run_args["dtypes"]
             for b in run_args["batches"] for n in run_args["sizes"]]
     order = {key: i for i, key in enumerate(grid)}

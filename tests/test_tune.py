@@ -746,13 +746,16 @@ def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monk
                 "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": ours_ms}}}
 
     done = [earlier(16, "xla", 1.0), earlier(32, "xla", 1.25), earlier(64, "xla", 1.0)]
-    for redo_below, expected in [(None, [(4, 64)]), (0.95, [(4, 32), (4, 64)])]:
+    for redo_below, redo_ops, expected in [(None, None, [(4, 64)]),
+                                           (0.95, None, [(4, 32), (4, 64)]),
+                                           (None, ["lu_factor"], [(4, 16), (4, 32), (4, 64)]),
+                                           (None, ["qr"], [(4, 64)])]:
         ran.clear()
         args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
                                      sizes=[16, 32, 64], jax_limit_s=20.0,
-                                     redo_below=redo_below))()
+                                     redo_below=redo_below, redo_ops=redo_ops))()
         report.run_grid(args, type("B", (), dict(seed=0))(), None, lambda c, t: None, done)
-        assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before
+        assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before; --redo-ops
 
 
 def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
@@ -859,3 +862,50 @@ def test_report_resume_keeps_the_earlier_cells_outside_this_runs_grid(monkeypatc
         assert ran == measured
         assert [c.get("mark") for c in cells if c["dtype"] == "float32"] == ["lu_factor", "qr"]
         assert len(cells) == 2 + len(measured) and totals[-1] == (len(cells), 4)
+
+
+def test_report_shards_split_the_grid_and_render_takes_each_cells_newest(monkeypatch, tmp_path):
+    # Two shards of one run: every other cell each, the inputs' seeds those of the whole grid;
+    # each shard's file carries the other's cells as they were, and --render keeps the version
+    # measured last whatever the order of the files.
+    report = importlib.import_module("benchmarks.report")
+    ran = {}
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran[(batch, n)] = seed
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 2.0, "min_ms": 2.0, "probe_ms": 2.0,
+                                  "error": 0.0},
+                          "jcm:auto": {"median_ms": 1.0, "min_ms": 1.0, "ok": True,
+                                       "error": 0.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    stale = [{"op": "lu_factor", "dtype": "float32", "batch": b, "n": n, "status": "ok",
+              "impls": {"jax": {"median_ms": 1.0, "min_ms": 1.0, "error": 0.0},
+                        "jcm:auto": {"median_ms": 4.0, "min_ms": 4.0, "ok": True,
+                                     "error": 0.0}},
+              "explain": {"strategy": "xla", "lanes": 1}}
+             for b in (1, 4) for n in (16, 64)]
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}, "timer": "t"}
+    run_args = {"ops": ["lu_factor"], "dtypes": ["float32"], "batches": [1, 4],
+                "sizes": [16, 64], "strategies": ["auto"]}
+    paths = []
+    for k in range(2):
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                     sizes=[16, 64], jax_limit_s=20.0, redo_below=0.95,
+                                     shard=(k, 2)))()
+        cells = report.run_grid(args, type("B", (), dict(seed=100))(), None,
+                                lambda c, t: None, stale)
+        assert len(cells) == 4  # its two cells measured, the other two carried as they were
+        paths.append(tmp_path / f"shard{k}.json")
+        paths[-1].write_text(json.dumps({"environment": env, "args": run_args, "cells": cells}))
+    assert ran == {(1, 16): 100, (4, 16): 102, (1, 64): 101, (4, 64): 103}
+    for order in (paths, paths[::-1]):
+        out = tmp_path / "out"
+        assert report.main(["--render", *map(str, order), "--tag", "m", "--out", str(out),
+                            "--no-plots"]) == 0
+        doc = json.loads((out / "m_Fake-GPU.json").read_text())
+        assert [c["impls"]["jcm:auto"]["median_ms"] for c in doc["cells"]] == [1.0] * 4
+    with pytest.raises(SystemExit):
+        report.parse_args(["--shard", "2/2"])

@@ -28,6 +28,15 @@ fi
 rm -f "$OUT/build.txt"
 GRID=h100-grid_NVIDIA-H100-80GB-HBM3.json
 
+# kill_at SECONDS: SECONDS, or less so that a killed step still leaves the call's last ~40 s of
+# its 600 (session 10: a grid cell started just before UNTIL ran 150 s, past the call's limit,
+# and the results were never tarred).
+kill_at() {
+  local left=$((560 - (SECONDS - t0)))
+  (( left < 1 )) && left=1
+  echo $(( $1 < left ? $1 : left ))
+}
+
 # gpu_tests "FILES" [TIMEOUT]: those test files on the GPU (the slow stream / thread tests left
 # out), logs under $OUT/r/t1; prints the failures and pytest's last line.
 gpu_tests() {
@@ -51,7 +60,8 @@ tune_until() {
   tar czf "$OUT/results.tgz" -C "$OUT" r
 }
 
-# grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside)
+# grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside;
+# REDO_OPS: ops whose every cell is measured again)
 # resumed, OPS first, starting no cell after UNTIL seconds into the call; cells under 0.95x or
 # whose auto plan changed are measured again; earlier cells outside OPS x DTYPES kept as they
 # were. Results tarred to $OUT/results.tgz.
@@ -59,12 +69,38 @@ grid_goes_on() {
   local budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
   if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
   echo "grid resumes from $from"
-  timeout $((budget + 45)) python3 -m benchmarks.report --tag h100-grid --dtypes "${DTYPES:-float32}" \
+  timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid --dtypes "${DTYPES:-float32}" \
     --strategies auto --ops "$1" --budget-s "$budget" --out "$OUT/r" --redo-below 0.95 \
-    --resume "$from" > "$OUT/r/report.txt" 2>&1
+    ${REDO_OPS:+--redo-ops "$REDO_OPS"} --resume "$from" > "$OUT/r/report.txt" 2>&1
   echo "report rc=$? at $((SECONDS - t0)) s"
   cp "$OUT/r/$GRID" "$STATE/$GRID"
   tar czf "$OUT/results.tgz" -C "$OUT" r
   grep -E "^# " "$OUT/r/report.txt" | tail -3
   sed -n '1,26p' "$OUT"/r/h100-grid*.md
+}
+
+# grid_sharded OPS UNTIL: grid_goes_on over every GPU of the host at once, one report process per
+# GPU (CUDA_VISIBLE_DEVICES) measuring every N-th cell (--shard K/N), each resumed from the same
+# file; --render merges the shards (the newest version of each cell) into $OUT/r with figures.
+# One GPU: grid_goes_on.
+grid_sharded() {
+  local gpus budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
+  gpus=$(nvidia-smi -L | wc -l)
+  if (( gpus < 2 )); then grid_goes_on "$@"; return; fi
+  if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
+  echo "grid resumes from $from on $gpus GPUs"
+  for ((k = 0; k < gpus; k++)); do
+    CUDA_VISIBLE_DEVICES=$k timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
+      --dtypes "${DTYPES:-float32}" --strategies auto --ops "$1" --budget-s "$budget" \
+      --out "$OUT/r/shard$k" --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} \
+      --resume "$from" --shard "$k/$gpus" --no-plots \
+      > "$OUT/r/report-shard$k.txt" 2>&1 &
+  done
+  wait
+  python3 -m benchmarks.report --render "$from" "$OUT"/r/shard*/"$GRID" --tag h100-grid \
+    --out "$OUT/r" > "$OUT/r/report.txt" 2>&1
+  echo "render rc=$? at $((SECONDS - t0)) s"
+  cp "$OUT/r/$GRID" "$STATE/$GRID"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+  sed -n '1,30p' "$OUT"/r/h100-grid*.md
 }
