@@ -475,6 +475,61 @@ __device__ inline void load_diagonal_block(T* ls, const T* a, int n, int k0, int
   }
 }
 
+// One (matrix, right-hand-side chunk) of the blocked solve, as its block runs it: the matrix's
+// operands, block K0's cut [k0, k1) and its own nb + 1 x cols slice of y / t.
+template <typename T>
+struct SolveBlock {
+  const T* a;
+  const int64_t* ipiv;
+  T* b;
+  int64_t rhs_offset;  // of the matrix's chunk in y / t
+  int n, cols, K1, k0, k1, rows;
+
+  __device__ const T& A(int i, int j) const { return a[i + static_cast<int64_t>(j) * n]; }
+  __device__ T& B(int i, int c) const { return b[i + static_cast<int64_t>(c) * n]; }
+  // The block's rows of B in shared memory: bs[(i - k0) + c rows].
+  __device__ T& S(T* bs, int i, int c) const { return bs[(i - k0) + c * rows]; }
+  __device__ void swap_shared(T* bs, int r, int s) const {
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      const T t = S(bs, r, c);
+      S(bs, r, c) = S(bs, s, c);
+      S(bs, s, c) = t;
+    }
+  }
+  // The block's rows of B from global to shared memory, or back.
+  __device__ void copy_rows(T* bs, bool to_shared) const {
+    for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+      T& global = B(k0 + e % rows, e / rows);
+      T& shared = S(bs, k0 + e % rows, e / rows);
+      if (to_shared) {
+        shared = global;
+      } else {
+        global = shared;
+      }
+    }
+  }
+};
+
+// Every thread gets the same (block_cuts' barriers included).
+template <typename T>
+__device__ SolveBlock<T> solve_block(int n, int nrhs, int nb, int K0, const T* ld_all,
+                                     const int64_t* ipiv_all, T* b_all) {
+  SolveBlock<T> v;
+  const int m = blockIdx.x, c0 = blockIdx.y * kRhsPerBlock;
+  v.a = ld_all + static_cast<int64_t>(m) * n * n;
+  v.ipiv = ipiv_all + static_cast<int64_t>(m) * n;
+  v.b = b_all + static_cast<int64_t>(m) * n * nrhs + static_cast<int64_t>(c0) * n;
+  v.rhs_offset = static_cast<int64_t>(m) * (nb + 1) * nrhs + static_cast<int64_t>(c0) * (nb + 1);
+  v.n = n;
+  v.cols = min(kRhsPerBlock, nrhs - c0);
+  v.K1 = min(n, K0 + nb);
+  const int2 cut = block_cuts(v.ipiv, n, K0, v.K1);
+  v.k0 = cut.x;
+  v.k1 = cut.y;
+  v.rows = cut.y - cut.x;
+  return v;
+}
+
 // Forward through block K0 (B := L^-1 P B on the block's rows, the rows a swap pulls in brought
 // up to date first): one block per (matrix, right-hand-side chunk). Writes the block's rows
 // back, updates row K1 where it lies below the block, pre-adds to every other row below that a
@@ -484,22 +539,16 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sytrs_forward_block_kernel(int n, int nrhs, int nb, int K0, const T* ld_all,
                                const int64_t* ipiv_all, T* b_all, T* y_all) {
-  const int m = blockIdx.x;
-  const T* a = ld_all + static_cast<int64_t>(m) * n * n;
-  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(m) * n;
-  const int c0 = blockIdx.y * kRhsPerBlock;
-  const int cols = min(kRhsPerBlock, nrhs - c0);
-  T* b = b_all + static_cast<int64_t>(m) * n * nrhs + static_cast<int64_t>(c0) * n;
-  T* y = y_all + static_cast<int64_t>(m) * (nb + 1) * nrhs + static_cast<int64_t>(c0) * (nb + 1);
-  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
-  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * n]; };
-  const int K1 = min(n, K0 + nb);
-  const int2 cut = block_cuts(ipiv, n, K0, K1);
-  const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
+  const SolveBlock<T> sb = solve_block(n, nrhs, nb, K0, ld_all, ipiv_all, b_all);
+  const int64_t* ipiv = sb.ipiv;
+  const int cols = sb.cols, K1 = sb.K1, k0 = sb.k0, k1 = sb.k1, rows = sb.rows;
+  T* y = y_all + sb.rhs_offset;
+  auto A = [&](int i, int j) -> const T& { return sb.A(i, j); };
+  auto B = [&](int i, int c) -> T& { return sb.B(i, c); };
   // Shared: the block's rows of B (kRhsPerBlock columns), then its square of L.
   T* bs = reinterpret_cast<T*>(dynamic_shared());
   T* ls = bs + rows * kRhsPerBlock;
-  auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
+  auto BS = [&](int i, int c) -> T& { return sb.S(bs, i, c); };
   auto LS = [&](int i, int j) -> const T& { return ls[(i - k0) + (j - k0) * rows]; };
   __shared__ int touched_row[kSolveMaxTouched], touched_start[kSolveMaxTouched];
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
@@ -510,10 +559,8 @@ __global__ void __launch_bounds__(kThreads)
     s = warp_sum(s);
     if (lane == 0) B(r, c) += sign * s;
   };
-  for (int e = tid; e < rows * cols; e += nthreads) {
-    BS(k0 + e % rows, e / rows) = B(k0 + e % rows, e / rows);
-  }
-  load_diagonal_block(ls, a, n, k0, rows);
+  sb.copy_rows(bs, true);
+  load_diagonal_block(ls, sb.a, n, k0, rows);
   int touched = 0;  // the same on every thread
   __syncthreads();
   for (int k = k0; k < k1;) {
@@ -541,11 +588,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         if (found < 0) ++touched;
       } else {
-        for (int c = tid; c < cols; c += nthreads) {
-          const T t = BS(swap_row, c);
-          BS(swap_row, c) = BS(kp, c);
-          BS(kp, c) = t;
-        }
+        sb.swap_shared(bs, swap_row, kp);
       }
       __syncthreads();
     }
@@ -559,9 +602,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     k += size;
   }
-  for (int e = tid; e < rows * cols; e += nthreads) {
-    B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
-  }
+  sb.copy_rows(bs, false);
   // Row K1 below the block: the block's columns from its start on (the GEMM starts at K1 + 1).
   // Touched rows in the GEMM's range had the columns before their start already.
   const bool row_k1_below = k1 == K1 && K1 < n;
@@ -591,18 +632,12 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sytrs_backward_block_kernel(int n, int nrhs, int nb, int K0, bool has_t, const T* ld_all,
                                 const int64_t* ipiv_all, T* b_all, const T* t_all) {
-  const int m = blockIdx.x;
-  const T* a = ld_all + static_cast<int64_t>(m) * n * n;
-  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(m) * n;
-  const int c0 = blockIdx.y * kRhsPerBlock;
-  const int cols = min(kRhsPerBlock, nrhs - c0);
-  T* b = b_all + static_cast<int64_t>(m) * n * nrhs + static_cast<int64_t>(c0) * n;
-  const T* t = t_all + static_cast<int64_t>(m) * (nb + 1) * nrhs + static_cast<int64_t>(c0) * (nb + 1);
-  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
-  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * n]; };
-  const int K1 = min(n, K0 + nb);
-  const int2 cut = block_cuts(ipiv, n, K0, K1);
-  const int k0 = cut.x, k1 = cut.y, rows = k1 - k0;
+  const SolveBlock<T> sb = solve_block(n, nrhs, nb, K0, ld_all, ipiv_all, b_all);
+  const int64_t* ipiv = sb.ipiv;
+  const int cols = sb.cols, K1 = sb.K1, k0 = sb.k0, k1 = sb.k1, rows = sb.rows;
+  const T* t = t_all + sb.rhs_offset;
+  auto A = [&](int i, int j) -> const T& { return sb.A(i, j); };
+  auto B = [&](int i, int c) -> T& { return sb.B(i, c); };
   // Shared: the block's rows, their dot products with the rows below, the values the rows
   // below had before the block's swaps changed them (kRhsPerBlock columns each), then the
   // block's square of L.
@@ -610,8 +645,8 @@ __global__ void __launch_bounds__(kThreads)
   T* dots = bs + rows * kRhsPerBlock;
   T* before = dots + rows * kRhsPerBlock;
   T* ls = before + kSolveMaxTouched * kRhsPerBlock;
-  auto BS = [&](int i, int c) -> T& { return bs[(i - k0) + c * rows]; };
-  auto DOT = [&](int i, int c) -> T& { return dots[(i - k0) + c * rows]; };
+  auto BS = [&](int i, int c) -> T& { return sb.S(bs, i, c); };
+  auto DOT = [&](int i, int c) -> T& { return sb.S(dots, i, c); };
   auto LS = [&](int i, int j) -> const T& { return ls[(i - k0) + (j - k0) * rows]; };
   __shared__ int changed_row[kSolveMaxTouched], step_start[kSolveMaxTouched];
   __shared__ int steps;
@@ -629,7 +664,7 @@ __global__ void __launch_bounds__(kThreads)
     if (row_k1_below) d += A(K1, i) * B(K1, c);
     DOT(i, c) = d;
   }
-  load_diagonal_block(ls, a, n, k0, rows);
+  load_diagonal_block(ls, sb.a, n, k0, rows);
   __syncthreads();
   // B := D^-1 B on the block's rows, as ?sytrs divides by D's 1x1 and 2x2 blocks.
   for (int e = tid; e < steps * cols; e += nthreads) {
@@ -688,18 +723,12 @@ __global__ void __launch_bounds__(kThreads)
           ++changed;
         }
       } else {
-        for (int c = tid; c < cols; c += nthreads) {
-          const T v = BS(swap_row, c);
-          BS(swap_row, c) = BS(kp, c);
-          BS(kp, c) = v;
-        }
+        sb.swap_shared(bs, swap_row, kp);
       }
       __syncthreads();
     }
   }
-  for (int e = tid; e < rows * cols; e += nthreads) {
-    B(k0 + e % rows, e / rows) = BS(k0 + e % rows, e / rows);
-  }
+  sb.copy_rows(bs, false);
 }
 
 }  // namespace
@@ -769,22 +798,34 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t sytrs_lower_blocked_forward(cudaStream_t stream, int64_t count, int64_t n,
-                                        int64_t nrhs, int64_t nb, int64_t k0, const T* ld,
-                                        const int64_t* ipiv, T* b, T* y) {
-  using D = typename device_type<T>::type;
+// The blocked solve kernels' grid, (count, right-hand-side chunks); grid.x == 0: nothing to do.
+inline cudaError_t solve_block_grid(int64_t count, int64_t n, int64_t nrhs, int64_t nb,
+                                    int64_t k0, dim3& grid) {
+  grid = dim3(0, 0);
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
   if (nb < 2 || nb > kLdlSolveMaxBlock || k0 < 0 || k0 >= n || n > INT32_MAX ||
       count > INT32_MAX || chunks > 65535) {
     return cudaErrorInvalidValue;
   }
+  grid = dim3(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
+  return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t sytrs_lower_blocked_forward(cudaStream_t stream, int64_t count, int64_t n,
+                                        int64_t nrhs, int64_t nb, int64_t k0, const T* ld,
+                                        const int64_t* ipiv, T* b, T* y) {
+  using D = typename device_type<T>::type;
+  dim3 grid;
+  if (cudaError_t err = solve_block_grid(count, n, nrhs, nb, k0, grid); err != cudaSuccess ||
+      grid.x == 0) {
+    return err;
+  }
   const size_t smem = ((nb + 1) * kRhsPerBlock + (nb + 1) * (nb + 1)) * sizeof(D);
   if (cudaError_t err = allow_shared(sytrs_forward_block_kernel<D>, smem); err != cudaSuccess) {
     return err;
   }
-  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
   sytrs_forward_block_kernel<D><<<grid, kThreads, smem, stream>>>(
       static_cast<int>(n), static_cast<int>(nrhs), static_cast<int>(nb), static_cast<int>(k0),
       reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b), reinterpret_cast<D*>(y));
@@ -796,18 +837,16 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
                                          int64_t nrhs, int64_t nb, int64_t k0, bool has_t,
                                          const T* ld, const int64_t* ipiv, T* b, const T* t) {
   using D = typename device_type<T>::type;
-  if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
-  const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
-  if (nb < 2 || nb > kLdlSolveMaxBlock || k0 < 0 || k0 >= n || n > INT32_MAX ||
-      count > INT32_MAX || chunks > 65535) {
-    return cudaErrorInvalidValue;
+  dim3 grid;
+  if (cudaError_t err = solve_block_grid(count, n, nrhs, nb, k0, grid); err != cudaSuccess ||
+      grid.x == 0) {
+    return err;
   }
   const size_t smem =
       ((2 * (nb + 1) + kSolveMaxTouched) * kRhsPerBlock + (nb + 1) * (nb + 1)) * sizeof(D);
   if (cudaError_t err = allow_shared(sytrs_backward_block_kernel<D>, smem); err != cudaSuccess) {
     return err;
   }
-  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
   sytrs_backward_block_kernel<D><<<grid, kThreads, smem, stream>>>(
       static_cast<int>(n), static_cast<int>(nrhs), static_cast<int>(nb), static_cast<int>(k0),
       has_t, reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b),
