@@ -538,6 +538,24 @@ def measure_torch(torch, fn, inputs, args) -> dict:
     return {**_summary(times), "warmup": warmup}
 
 
+def program_signature(fn, *inputs) -> str:
+    """The optimized program XLA compiles fn to, without what names or locates it (instruction
+    and computation names, metadata, the source tables): equal signatures mean the same kernels
+    in the same order, so a time difference between them is the timer's noise."""
+    text = compile_for_timing(fn, *inputs).as_text()
+    lines = [line for line in text.splitlines() if line.startswith(("%", "ENTRY", "  ", "}"))]
+    text = re.sub(r",?\s*metadata=\{[^}]*\}", "", "\n".join(lines))
+    return re.sub(r"%[\w.\-]+", "%", text)
+
+
+def same_program(fn_a, fn_b, inputs) -> bool | None:
+    """Whether fn_a and fn_b compile to the same program on these inputs (None: not known)."""
+    try:
+        return program_signature(fn_a, *inputs) == program_signature(fn_b, *inputs)
+    except Exception:  # noqa: BLE001  (a diagnostic: never fails a cell)
+        return None
+
+
 def extra_rounds(impls: dict, timed: dict, inputs, args, same_lowering: bool = False) -> None:
     """--rounds R > 1: time every JAX-side impl R - 1 more times, in alternating order, and pool
     the repeats: a GPU state that changes between blocks of repeats (H100 eigh 16x1024: 60 or
@@ -663,8 +681,11 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
             except Exception as exc:  # noqa: BLE001
                 impls[name] = {"failed": _short(exc)}
 
-    extra_rounds(impls, timed, inputs, args,
-                 same_lowering=(cell.get("explain") or {}).get("strategy") == "xla")
+    same_lowering = (cell.get("explain") or {}).get("strategy") == "xla"
+    extra_rounds(impls, timed, inputs, args, same_lowering=same_lowering)
+    if same_lowering and "jax" in timed and "jcm:auto" in timed:
+        # auto runs JAX's own lowering: with no guard of ours around it, the very same program.
+        cell["same_program"] = same_program(timed["jax"], timed["jcm:auto"], inputs)
 
     if torch is not None and op.torch:
         try:

@@ -203,7 +203,7 @@ def summarize(cells: list[dict]) -> dict:
         picks = (c.get("explain") or {}).get("strategy")
         if s < PARITY:
             below.append({"cell": where, "speedup": s, "auto_picks": picks,
-                          "parity": picks == "xla",
+                          "parity": picks == "xla", "same_program": c.get("same_program"),
                           "reference": bench.REFERENCE_IS_OTHER.get(c["op"])})
         if c["batch"] == 1:
             batch1.append((s, c["op"] in bench.REFERENCE_IS_OTHER))
@@ -250,11 +250,22 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
                  + (f" ({parity} where `auto` runs JAX's own lowering, {other} where JAX's "
                     f"column is another algorithm, {len(below) - parity - other} other)"
                     if below else "") + ".")
+    same = sum(1 for b in below if b.get("same_program"))
+    if same:
+        lines.append(f"Of these, {same} run the very program JAX compiles (the same kernels: "
+                     "the gap is the timer's noise).")
     for b in below:
-        why = (" (auto picks JAX's own lowering: the gap is noise, or this project's "
-               "non-finite-input guard around it where the op has one)"
-               if b["parity"] else f" (auto picks {b['auto_picks']}"
-               + (f"; {b['reference']})" if b.get("reference") else ")"))
+        if b.get("same_program"):
+            why = " (auto runs JAX's own lowering: the same compiled program, timer noise)"
+        elif b["parity"] and b.get("same_program") is False:
+            why = (" (auto runs JAX's own lowering inside this project's non-finite-input "
+                   "guard: one more kernel)")
+        elif b["parity"]:
+            why = (" (auto picks JAX's own lowering: the gap is noise, or this project's "
+                   "non-finite-input guard around it where the op has one)")
+        else:
+            why = f" (auto picks {b['auto_picks']}" + (f"; {b['reference']})"
+                                                        if b.get("reference") else ")")
         lines.append(f"- {b['cell']}: {b['speedup']:.2f}x{why}")
     lines += ["", f"Skipped cells: {len(summary['skipped']) or 'none'}."]
     lines += [f"- {s}" for s in summary["skipped"]]

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -909,3 +910,31 @@ def test_report_shards_split_the_grid_and_render_takes_each_cells_newest(monkeyp
         assert [c["impls"]["jcm:auto"]["median_ms"] for c in doc["cells"]] == [1.0] * 4
     with pytest.raises(SystemExit):
         report.parse_args(["--shard", "2/2"])
+
+
+def test_bench_tells_the_same_compiled_program_from_another():
+    # Where auto runs JAX's own lowering with nothing of ours around it (cholesky), the compiled
+    # programs are the same (names and source locations aside): a gap there is timer noise.
+    bench = importlib.import_module("benchmarks.bench")
+    a = jnp.eye(16, dtype=jnp.float32)[None] * 4 + jnp.ones((3, 16, 16), jnp.float32)
+    assert bench.same_program(jnp.linalg.cholesky, jcm.cholesky, [a]) is True
+    assert bench.same_program(jnp.linalg.cholesky, lambda x: jnp.linalg.cholesky(x) * 2,
+                              [a]) is False
+    assert bench.same_program(jnp.linalg.cholesky, lambda x: x.no_such_method(), [a]) is None
+
+
+def test_report_says_which_cells_below_parity_are_the_same_program():
+    report = importlib.import_module("benchmarks.report")
+
+    def cell(n, same):
+        return {"op": "cholesky", "dtype": "float64", "batch": 256, "n": n, "status": "ok",
+                "same_program": same, "explain": {"strategy": "xla", "lanes": 1},
+                "impls": {"jax": {"median_ms": 0.04}, "jcm:auto": {"median_ms": 0.05}}}
+
+    summary = report.summarize([cell(16, True), cell(32, False)])
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}}
+    text = report.summary_markdown(summary, env, {}, None)
+    assert "Of these, 1 run the very program JAX compiles" in text
+    assert "cholesky float64 256x16: 0.80x (auto runs JAX's own lowering: the same compiled " \
+           "program, timer noise)" in text
+    assert "256x32: 0.80x (auto runs JAX's own lowering inside this project's " in text
