@@ -73,6 +73,12 @@ def _cholesky_and_rhs(key, batch, n, dtype):
     return jnp.linalg.cholesky(_spd(ka, batch, n, dtype)[0]), _rhs(kb, batch, n, dtype)
 
 
+def _ldl_and_rhs(key, batch, n, dtype):
+    ka, kb = jax.random.split(key)
+    ld, piv = _jcm().ldl_factor(_symmetric(ka, batch, n, dtype)[0])
+    return ld, piv, _rhs(kb, batch, n, dtype)
+
+
 def _reflectors(key, batch, n, dtype):
     h, taus = jnp.linalg.qr(_general(key, batch, n, dtype)[0], mode="raw")
     return jnp.swapaxes(h, -1, -2), taus
@@ -109,6 +115,8 @@ WORKLOADS = {w.op: w for w in [
              lambda a, taus, **kw: _jcm().householder_product(a, taus, **kw),
              jax.lax.linalg.householder_product, _reflectors),
     Workload("ldl_factor", lambda a, **kw: _jcm().ldl_factor(a, **kw), None, _symmetric),
+    Workload("ldl_solve", lambda ld, piv, b, **kw: _jcm().ldl_solve(ld, piv, b, **kw), None,
+             _ldl_and_rhs),
     Workload("eigh", lambda a, **kw: _jcm().eigh(a, **kw), jnp.linalg.eigh, _symmetric),
     Workload("svd", lambda a, **kw: _jcm().svd(a, **kw), jnp.linalg.svd, _general),
     Workload("eig", lambda a, **kw: _jcm().eig(a, **kw), jnp.linalg.eig, _general),

@@ -464,6 +464,16 @@ def test_candidates_never_exceed_the_batch_and_exist(op, batch, n, expected):
     assert set(tune_module.candidates(op, batch, n, "float32", (1, 2, 4, 8, 16))) == expected
 
 
+def test_ldl_solve_is_tuned_as_sytrs_with_its_kernels_for_single_matrices():
+    # The LDL^T solve's kernels (unblocked and blocked) also take one matrix; JAX has none.
+    assert tune_module.WORKLOADS["ldl_solve"].reference is None
+    assert set(tune_module.candidates("ldl_solve", 1, 600, "float32", (1, 2, 4),
+                                      with_xla=False)) == {"sequential", "blocked", "batched:1"}
+    assert set(tune_module.candidates("ldl_solve", 4, 600, "float32", (1, 2, 4),
+                                      with_xla=False)) == {
+        "sequential", "blocked", "batched:1", "batched:2", "batched:4", "looped:2", "looped:4"}
+
+
 def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
     path = tmp_path / "tuned.json"
     first = jcm.tune(ops=["lu_factor"], dtypes=["float32"], sizes=[8], batches=[1, 2],
