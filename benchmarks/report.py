@@ -186,6 +186,8 @@ def _geomean(values):
 
 def summarize(cells: list[dict]) -> dict:
     per_op, per_dtype, below, batch1, skipped = {}, {}, [], [], []
+    same = sum(1 for c in cells
+               if (c.get("impls", {}).get("jcm:auto") or {}).get("same_program_as") == "jax")
     for c in cells:
         where = f"{c['op']} {c['dtype']} {c['batch']}x{c['n']}"
         if c.get("status") == "skipped":
@@ -218,7 +220,7 @@ def summarize(cells: list[dict]) -> dict:
             # Over the ops JAX has (the others' JAX column is another algorithm).
             "batch1_min_vs_jax_same_op": min((b for b, other in batch1 if not other),
                                              default=None),
-            "skipped": skipped}
+            "skipped": skipped, "same_program_cells": same}
 
 
 def _x(value):
@@ -243,6 +245,10 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
            if summary.get("batch1_min_vs_jax_same_op") not in (None,
                                                                summary["batch1_min_vs_jax"])
            else "") + ".", ""]
+    if summary.get("same_program_cells"):
+        lines += [f"Cells where `auto` runs the very program JAX compiles (JAX's own lowering, "
+                  f"nothing of ours around it): {summary['same_program_cells']}, timed once and "
+                  "at 1.00x by construction.", ""]
     below = summary["cells_below_parity"]
     parity = sum(1 for b in below if b["parity"])
     other = sum(1 for b in below if not b["parity"] and b.get("reference"))

@@ -3,6 +3,7 @@
 Everything here runs on a CPU: tables are installed with tables.using(...), tune() runs its
 test-only CPU mode, and the report its --cpu-smoke grid.
 """
+import dataclasses
 import importlib
 import json
 import math
@@ -948,3 +949,26 @@ def test_report_says_which_cells_below_parity_are_the_same_program():
     assert "cholesky float64 256x16: 0.80x (auto runs JAX's own lowering: the same compiled " \
            "program, timer noise)" in text
     assert "256x32: 0.80x (auto runs JAX's own lowering inside this project's " in text
+
+
+def test_bench_times_jax_once_where_auto_runs_its_very_program():
+    # cholesky of one matrix: auto runs JAX's own lowering with nothing around it (the same
+    # compiled program): ours is checked for its error but not timed again, its time is JAX's.
+    # With something of ours around it the program differs: both timed.
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto"])
+    cell = bench.run_cell(bench.OPS["cholesky"], "float32", 1, 8, args, None, seed=0)
+    ours, theirs = cell["impls"]["jcm:auto"], cell["impls"]["jax"]
+    assert cell["status"] == "ok" and cell["same_program"] is True
+    assert ours["same_program_as"] == "jax" and ours["ok"] is True
+    assert ours["times_ms"] == theirs["times_ms"] and ours["median_ms"] == theirs["median_ms"]
+    wrapped = dataclasses.replace(bench.OPS["cholesky"],
+                                  ours=lambda a, **kw: jnp.tril(jcm.cholesky(a, **kw)))
+    cell = bench.run_cell(wrapped, "float32", 1, 8, args, None, seed=0)
+    assert cell["same_program"] is False and "same_program_as" not in cell["impls"]["jcm:auto"]
+    assert cell["impls"]["jcm:auto"]["ok"] is True
+    report = importlib.import_module("benchmarks.report")
+    assert report.summarize([dict(cell, impls={"jax": {"median_ms": 1.0},
+                                               "jcm:auto": {"median_ms": 1.0,
+                                                            "same_program_as": "jax"}})]
+                            )["same_program_cells"] == 1
