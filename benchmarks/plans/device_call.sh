@@ -65,7 +65,17 @@ tune_until() {
 # resumed, OPS first, starting no cell after UNTIL seconds into the call; cells under 0.95x or
 # whose auto plan changed are measured again; earlier cells outside OPS x DTYPES kept as they
 # were. Results tarred to $OUT/results.tgz.
+# The grid is the H100 80GB HBM3's: on another GPU (a kind that came as H200) it is not resumed.
+grid_gpu_ok() {
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  [[ "$gpu" == "NVIDIA H100 80GB HBM3" ]] && return 0
+  echo "grid skipped: this machine's GPU is $gpu, the grid's the NVIDIA H100 80GB HBM3"
+  return 1
+}
+
 grid_goes_on() {
+  grid_gpu_ok || return 0
   local budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
   if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
   echo "grid resumes from $from"
@@ -84,6 +94,7 @@ grid_goes_on() {
 # file; --render merges the shards (the newest version of each cell) into $OUT/r with figures.
 # One GPU: grid_goes_on.
 grid_sharded() {
+  grid_gpu_ok || return 0
   local gpus budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
   gpus=$(nvidia-smi -L | wc -l)
   if (( gpus < 2 )); then grid_goes_on "$@"; return; fi
