@@ -22,7 +22,9 @@ a swap touched, the step from which its pending updates start:
   (value now minus value then, for the touched rows).
 
 Checked against SciPy's LAPACK ?sytrs for real and complex symmetric matrices, several
-right-hand sides, block widths that split 2x2 pivots (the block then takes one column more).
+right-hand sides, block widths that split 2x2 pivots (the block then takes one column more); so
+is sytrs_lower_kernels, the form the GPU's blocked solve takes (cuts common to a batch, padded
+GEMMs, the fix-ups added before the GEMM: ffi/ldl_kernels.cu, session 10).
 
     python benchmarks/diag/ldl_solve_blocked_model.py
 """
@@ -137,11 +139,109 @@ def sytrs_lower(ld, ipiv, b, nb=32):
     return b
 
 
+# --- The form the GPU kernels take (ffi/ldl_kernels.cu sytrs_*_block_kernel, ldl_ops.cc
+# sytrs_blocked): cuts common to the batch at K0 = 0, nb, 2 nb, ..., moved down one column for a
+# matrix whose 2x2 pivot straddles one; GEMMs over the common columns K0..K0 + nb (the block's
+# values zero-padded there) and rows from K1 + 1; row K1 and the touched rows' fix-ups (added
+# before the GEMM) by the kernels. Step by step as the kernels, one matrix.
+
+
+def kernel_cuts(ipiv, n, K0, K1):
+    """The block's [k0, k1): K0 / K1, or one more where the run of negative pivots before it has
+    odd length (a 2x2 pivot starts just before the cut)."""
+    last0 = max((j for j in range(min(K0, n)) if ipiv[j] > 0), default=-1)
+    last1 = max((j for j in range(min(K1, n)) if ipiv[j] > 0), default=-1)
+    k0 = 0 if K0 == 0 else K0 + ((K0 - 1 - last0) & 1)
+    k1 = n if K1 >= n else K1 + ((K1 - 1 - last1) & 1)
+    return k0, k1
+
+
+def kernel_forward(ld, ipiv, b, nb, K0, y):
+    n = ld.shape[0]
+    K1 = min(n, K0 + nb)
+    k0, k1 = kernel_cuts(ipiv, n, K0, K1)
+    bs = b[k0:k1].copy()
+    start = {}  # touched row below the block -> its start
+    k = k0
+    while k < k1:
+        size = 1 if ipiv[k] > 0 else 2
+        kp, swap_row = abs(ipiv[k]) - 1, k + size - 1
+        if kp != swap_row:
+            if kp >= k1:
+                s = start.get(kp, k0)
+                v = b[kp] - ld[kp, s:k] @ bs[s - k0:k - k0]
+                b[kp] = bs[swap_row - k0]
+                bs[swap_row - k0] = v
+                start[kp] = k
+            else:
+                bs[[swap_row - k0, kp - k0]] = bs[[kp - k0, swap_row - k0]]
+        bs[k + size - k0:] -= ld[k + size:k1, k:k + size] @ bs[k - k0:k + size - k0]
+        k += size
+    b[k0:k1] = bs
+    if k1 == K1 < n:  # row K1 lies below the block but above the GEMM's rows
+        s = start.get(K1, k0)
+        b[K1] -= ld[K1, s:k1] @ bs[s - k0:]
+    for r, s in start.items():
+        if r > K1:  # what the GEMM subtracts again
+            b[r] += ld[r, k0:s] @ bs[:s - k0]
+    if K1 + 1 < n:
+        y[:] = 0
+        y[k0 - K0:k1 - K0] = bs
+
+
+def kernel_backward(ld, ipiv, b, nb, K0, t):
+    n = ld.shape[0]
+    K1 = min(n, K0 + nb)
+    k0, k1 = kernel_cuts(ipiv, n, K0, K1)
+    steps, k = [], k0
+    while k < k1:
+        steps.append(k)
+        k += 1 if ipiv[k] > 0 else 2
+    dots = t[k0 - K0:k1 - K0].copy() if t is not None else np.zeros_like(b[k0:k1])
+    if k1 == K1 < n:
+        dots += np.outer(ld[K1, k0:k1], b[K1]).reshape(dots.shape)
+    bs = diagonal(ld, ipiv, b.copy())[k0:k1]  # D^-1 on the block's rows (their steps only)
+    before = {}
+    for k in reversed(steps):
+        size = 1 if ipiv[k] > 0 else 2
+        kp, swap_row = abs(ipiv[k]) - 1, k + size - 1
+        cols = slice(k - k0, k + size - k0)
+        v = dots[cols] + ld[k + size:k1, k:k + size].T @ bs[k + size - k0:]
+        for r, then in before.items():
+            v += np.outer(ld[r, k:k + size], b[r] - then).reshape(v.shape)
+        bs[cols] -= v
+        if kp != swap_row:
+            if kp >= k1:
+                before.setdefault(kp, b[kp].copy())
+                b[kp], bs[swap_row - k0] = bs[swap_row - k0].copy(), b[kp].copy()
+            else:
+                bs[[swap_row - k0, kp - k0]] = bs[[kp - k0, swap_row - k0]]
+    b[k0:k1] = bs
+
+
+def sytrs_lower_kernels(ld, ipiv, b, nb=64):
+    """?sytrs (UPLO = 'L') as the GPU's blocked solve runs it: forward kernel + GEMM per block,
+    then GEMM (the dot products) + backward kernel per block from the last."""
+    b = np.array(b, dtype=np.result_type(ld, b), copy=True)
+    ipiv = np.asarray(ipiv)
+    n = ld.shape[0]
+    y = np.zeros((nb + 1,) + b.shape[1:], b.dtype)
+    for K0 in range(0, n, nb):
+        kernel_forward(ld, ipiv, b, nb, K0, y)
+        if K0 + nb + 1 < n:
+            b[K0 + nb + 1:] -= ld[K0 + nb + 1:, K0:K0 + nb + 1] @ y
+    for K0 in range((n - 1) // nb * nb, -1, -nb):
+        below = K0 + nb + 1
+        t = ld[below:, K0:below].T @ b[below:] if below < n else None
+        kernel_backward(ld, ipiv, b, nb, K0, t)
+    return b
+
+
 def main():
     rng = np.random.default_rng(0)
     worst, cases, two_by_two = 0.0, 0, 0
     for dtype in (np.float64, np.complex128):
-        for n in (1, 5, 31, 32, 33, 64, 100, 257):
+        for n in (1, 5, 31, 32, 33, 64, 65, 66, 100, 129, 257):
             for kind in ("indefinite", "zero_diagonal") if n > 1 else ("indefinite",):
                 a = symmetric_case(rng, n, dtype, kind)
                 sytrf, sytrs = lapack.get_lapack_funcs(("sytrf", "sytrs"), dtype=dtype)
@@ -155,6 +255,10 @@ def main():
                     # Block widths that split the matrix many times, and 2x2 pivots with it.
                     errs = {nb: np.linalg.norm(sytrs_lower(np.tril(ld), ipiv, b, nb) - ref)
                             / np.linalg.norm(ref) for nb in (1, 2, 7, 32)}
+                    # The kernels' form: common cuts, the row below the cut, padded GEMMs.
+                    errs.update({f"kernels:{nb}": np.linalg.norm(
+                        sytrs_lower_kernels(np.tril(ld), ipiv, b, nb) - ref)
+                        / np.linalg.norm(ref) for nb in (2, 3, 8, 64)})
                     assert max(errs.values()) < 1e-9, (dtype, n, kind, nrhs, errs)
                     worst, cases = max(worst, *errs.values()), cases + len(errs)
     print(f"blocked ?sytrs model == LAPACK ?sytrs on {cases} cases ({two_by_two} 2x2 pivots in "
