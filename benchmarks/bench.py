@@ -268,9 +268,9 @@ def _qr_multiply_error(args, truth, out):
 
 @jax.jit
 def _backward_error(args, truth, x):
-    """||A x - b|| / (||A|| ||x|| + ||b||): for another algorithm than JAX's (LDL^T next to its
-    LU), whose forward error on an ill-conditioned matrix of the batch differs from LU's by
-    chance, where the backward error measures the solver alone."""
+    """||A x - b|| / (||A|| ||x|| + ||b||): the solver alone. A forward error on an
+    ill-conditioned matrix of the batch differs between two backward-stable solvers by chance
+    (LDL^T next to JAX's LU; or LU with another blocking than JAX's)."""
     a, b = _f64(*args)
     (x,) = _f64(x)
     return jnp.max(_fro(_mm(a, x) - b) / (_fro(a) * _fro(x) + _fro(b)))
@@ -421,7 +421,10 @@ OPS = {
     for op in [
         Op("lu_factor", jax.scipy.linalg.lu_factor, "linalg.lu_factor", _general, _lu_error,
            routine="getrf"),
-        Op("solve", jnp.linalg.solve, "linalg.solve", _with_solution, _solution_error,
+        # The residual, as inv's: a single solution's forward error is a draw from the matrix's
+        # conditioning (H100 float32 16x2048, the same LU algorithm class: JAX 0.010, ours 0.197,
+        # while inv's residuals agree within 10% cell by cell), which a 20x bar cannot judge.
+        Op("solve", jnp.linalg.solve, "linalg.solve", _with_solution, _backward_error,
            routine="getrf"),
         Op("inv", jnp.linalg.inv, "linalg.inv", _general, _inverse_error, routine="getrf"),
         Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf"),
