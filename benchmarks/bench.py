@@ -665,12 +665,12 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
     cell["error_bar"] = bar
 
     same_as_jax = None  # the impl whose program is JAX's very one: timed once, as JAX's
+    if jcm is not None and hasattr(jcm, "explain"):
+        cell["explain"] = auto_plan(op, inputs[0].shape, dtype, args)
+    same_lowering = (cell.get("explain") or {}).get("strategy") == "xla"
     if jcm is None:
         cell["note"] = "jax_cusolver_ms not importable: " + JCM_IMPORT_ERROR
     else:
-        if hasattr(jcm, "explain"):
-            cell["explain"] = auto_plan(op, inputs[0].shape, dtype, args)
-        same_lowering = (cell.get("explain") or {}).get("strategy") == "xla"
         for spec in args.strategies:
             # "batched:8" = the batched strategy with the batch split over 8 lanes.
             strategy, _, lanes = spec.partition(":")
@@ -681,7 +681,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
                     # auto runs JAX's own lowering; with no guard of ours around it, it is the
                     # very program JAX compiles, whose time a second timing would only blur.
                     cell["same_program"] = same_program(op.reference, fn, inputs)
-                if cell.get("same_program") and spec == "auto":
+                if spec == "auto" and cell.get("same_program"):
                     out = jax.block_until_ready(compile_for_timing(fn, *inputs)(*inputs))
                     impls[name], same_as_jax = {}, name
                 else:
@@ -694,8 +694,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
             except Exception as exc:  # noqa: BLE001
                 impls[name] = {"failed": _short(exc)}
 
-    extra_rounds(impls, timed, inputs, args,
-                 same_lowering=(cell.get("explain") or {}).get("strategy") == "xla")
+    extra_rounds(impls, timed, inputs, args, same_lowering=same_lowering)
     if same_as_jax and "failed" not in impls[same_as_jax]:
         timing = {k: v for k, v in impls["jax"].items() if k not in ("error", "probe_ms")}
         impls[same_as_jax].update(timing, same_program_as="jax")

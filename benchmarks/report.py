@@ -420,7 +420,7 @@ def parse_args(argv=None):
                    help="with --resume: measure again every cell of these ops")
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="measure every N-th cell of the grid from the K-th (0-based) only, e.g. "
-                        "one process per GPU of a host (benchmarks/plans/grid_sharded.sh); "
+                        "one process per GPU of a host (benchmarks/plans/device_call.sh grid_sharded); "
                         "--render merges the shards' files, the newest version of a cell winning")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"))
     p.add_argument("--tag", default=None, help="file-name prefix (default: report-<timestamp>)")

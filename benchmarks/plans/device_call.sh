@@ -60,11 +60,6 @@ tune_until() {
   tar czf "$OUT/results.tgz" -C "$OUT" r
 }
 
-# grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside;
-# REDO_OPS: ops whose every cell is measured again)
-# resumed, OPS first, starting no cell after UNTIL seconds into the call; cells under 0.95x or
-# whose auto plan changed are measured again; earlier cells outside OPS x DTYPES kept as they
-# were. Results tarred to $OUT/results.tgz.
 # The grid is the H100 80GB HBM3's: on another GPU (a kind that came as H200) it is not resumed.
 grid_gpu_ok() {
   local gpu
@@ -74,19 +69,43 @@ grid_gpu_ok() {
   return 1
 }
 
-grid_goes_on() {
-  grid_gpu_ok || return 0
-  local budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
-  if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
-  echo "grid resumes from $from"
-  timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid --dtypes "${DTYPES:-float32}" \
-    --strategies auto --ops "$1" --budget-s "$budget" --out "$OUT/r" --redo-below 0.95 \
-    ${REDO_OPS:+--redo-ops "$REDO_OPS"} --resume "$from" > "$OUT/r/report.txt" 2>&1
-  echo "report rc=$? at $((SECONDS - t0)) s"
+# The grid file to resume from: the warm machine's state, else wip/, else the committed one.
+grid_from() {
+  if [[ -f "$STATE/$GRID" ]]; then echo "$STATE/$GRID"
+  elif [[ -f "$WIP/$GRID" ]]; then echo "$WIP/$GRID"
+  else echo "benchmarks/results/$GRID"; fi
+}
+
+# grid_report OPS BUDGET FROM LOG REPORT-ARGS...: one report process of the grid (DTYPES, auto,
+# PyTorch alongside, REDO_OPS), killed in time for the call's tar.
+grid_report() {
+  local ops=$1 budget=$2 from=$3 log=$4
+  shift 4
+  timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
+    --dtypes "${DTYPES:-float32}" --strategies auto --ops "$ops" --budget-s "$budget" \
+    --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} --resume "$from" "$@" > "$log" 2>&1
+}
+
+# The merged grid into the machine's state and the call's tarball, its summary printed.
+grid_done() {
   cp "$OUT/r/$GRID" "$STATE/$GRID"
   tar czf "$OUT/results.tgz" -C "$OUT" r
+  sed -n '1,30p' "$OUT"/r/h100-grid*.md
+}
+
+# grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside;
+# REDO_OPS: ops whose every cell is measured again) resumed, OPS first, starting no cell after
+# UNTIL seconds into the call; cells under 0.95x or whose auto plan changed are measured again;
+# earlier cells outside OPS x DTYPES kept as they were. Results tarred to $OUT/results.tgz.
+grid_goes_on() {
+  grid_gpu_ok || return 0
+  local from
+  from=$(grid_from)
+  echo "grid resumes from $from"
+  grid_report "$1" $(($2 - (SECONDS - t0))) "$from" "$OUT/r/report.txt" --out "$OUT/r"
+  echo "report rc=$? at $((SECONDS - t0)) s"
   grep -E "^# " "$OUT/r/report.txt" | tail -3
-  sed -n '1,26p' "$OUT"/r/h100-grid*.md
+  grid_done
 }
 
 # grid_sharded OPS UNTIL: grid_goes_on over every GPU of the host at once, one report process per
@@ -95,23 +114,18 @@ grid_goes_on() {
 # One GPU: grid_goes_on.
 grid_sharded() {
   grid_gpu_ok || return 0
-  local gpus budget=$(($2 - (SECONDS - t0))) from=benchmarks/results/$GRID
+  local gpus from budget=$(($2 - (SECONDS - t0)))
   gpus=$(nvidia-smi -L | wc -l)
   if (( gpus < 2 )); then grid_goes_on "$@"; return; fi
-  if [[ -f "$STATE/$GRID" ]]; then from=$STATE/$GRID; elif [[ -f "$WIP/$GRID" ]]; then from=$WIP/$GRID; fi
+  from=$(grid_from)
   echo "grid resumes from $from on $gpus GPUs"
   for ((k = 0; k < gpus; k++)); do
-    CUDA_VISIBLE_DEVICES=$k timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
-      --dtypes "${DTYPES:-float32}" --strategies auto --ops "$1" --budget-s "$budget" \
-      --out "$OUT/r/shard$k" --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} \
-      --resume "$from" --shard "$k/$gpus" --no-plots \
-      > "$OUT/r/report-shard$k.txt" 2>&1 &
+    CUDA_VISIBLE_DEVICES=$k grid_report "$1" "$budget" "$from" "$OUT/r/report-shard$k.txt" \
+      --out "$OUT/r/shard$k" --shard "$k/$gpus" --no-plots &
   done
   wait
   python3 -m benchmarks.report --render "$from" "$OUT"/r/shard*/"$GRID" --tag h100-grid \
     --out "$OUT/r" > "$OUT/r/report.txt" 2>&1
   echo "render rc=$? at $((SECONDS - t0)) s"
-  cp "$OUT/r/$GRID" "$STATE/$GRID"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
-  sed -n '1,30p' "$OUT"/r/h100-grid*.md
+  grid_done
 }
