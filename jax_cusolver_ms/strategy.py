@@ -72,9 +72,9 @@ BATCHED_MAX_N = {
     "sytrs": 1 << 30,  # the solve kernel takes any n (no n-sized shared memory)
     # cusolverDnXsyevBatched (what JAX 0.11 uses above n = 32) beat Xsyevd on 8 lanes at every
     # size measured (ANCHORS.md: 64x128 vs 29.4 ms looped, 64x512 28.6 vs 198 ms, 16x1024 59.2
-    # ms); at 4x1024..4x2048 the hybrid (XsyevBatched on 4 lanes) wins 2.4-3.3x, at 16x2048 and
-    # 64x2048 float64 JAX's own does (H100, session 11 tune: 303 / 776 ms vs 333 / 750 ms
-    # hybrid, within the table's XLA margin). 4x4096 is still to be measured.
+    # ms); at batch 4 the hybrid (XsyevBatched on 4 lanes) wins 2.3-3.3x from n = 256 (float64)
+    # and 512 (float32), at 16x2048 and 64x2048 float64 JAX's own does (H100, session 11 tune:
+    # 303 / 776 ms vs 333 / 750 ms hybrid, within the table's XLA margin). 4x4096: not measured.
     "syevd": 2048,
     # syevjBatched takes n <= 32 only (BATCHED_API_MAX_N); JAX's own choice there.
     "syevj": 32,
