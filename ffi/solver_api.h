@@ -46,9 +46,6 @@ struct solver_api;
     static constexpr auto sytrf = cusolverDn##L##sytrf;                             \
     static constexpr auto syevj_buffer_size = cusolverDn##L##EVJ##_bufferSize;      \
     static constexpr auto syevj = cusolverDn##L##EVJ;                               \
-    static constexpr auto syevj_batched_buffer_size =                               \
-        cusolverDn##L##EVJ##Batched_bufferSize;                                     \
-    static constexpr auto syevj_batched = cusolverDn##L##EVJ##Batched;              \
     static constexpr auto gesvdj_buffer_size = cusolverDn##L##gesvdj_bufferSize;    \
     static constexpr auto gesvdj = cusolverDn##L##gesvdj;                           \
     static constexpr auto gesvdj_batched_buffer_size =                              \

@@ -5,9 +5,10 @@ imports can be swapped: eigenvalues ascending, NaN in every matrix whose solver 
 
 Two algorithms, one switch (`implementation`, as jax.lax.linalg.eigh's): divide and conquer
 ("qr": Xsyevd per matrix, cusolverDnXsyevBatched for the batched strategy) and Jacobi
-("jacobi": syevj per matrix, syevjBatched for n <= 32). None picks as JAX does on CUDA: Jacobi
-up to n = strategy.EIGH_JACOBI_MAX_N, divide and conquer above. The strategy (lanes, XLA's
-stream, the batched API) is chosen independently of the algorithm.
+("jacobi": syevj per matrix; for n <= 32 the batched strategy is this project's Jacobi kernel,
+ffi/eigh_kernels.cu, one launch for the batch). None picks as JAX does on CUDA: Jacobi up to
+n = strategy.EIGH_JACOBI_MAX_N, divide and conquer above. The strategy (lanes, XLA's stream, the
+batched path) is chosen independently of the algorithm.
 """
 from __future__ import annotations
 
@@ -53,19 +54,36 @@ def _syevd_cuda(a, *, lower, jacobi, strategy, lanes):
     n = a.shape[-1]
     choice = _strategy.choose("syevj" if jacobi else "syevd", batch_size(a, 2), (n, n), a.dtype,
                               strategy, lanes)
+    if choice.op == "syevj" and choice.strategy == "batched":
+        # The Jacobi kernel writes NaN itself for a matrix holding NaN / Inf or not converged,
+        # and touches no other: neither guard nor mask, one launch in all.
+        v, w, _ = _syevd_call(a, choice, lower=lower, jacobi=jacobi)
+        return [v, w]
+    return nan_for_nonfinite_input(_syevd_guarded)(a, choice, lower=lower, jacobi=jacobi)
+
+
+def _syevd_guarded(a, choice, *, lower, jacobi):
     if not choice.uses_ffi:
-        return _syevd_jax(a, lower=lower, jacobi=jacobi, strategy=strategy, lanes=lanes)
-    v, w, info = ffi_solver_call(
+        return _syevd_jax(a, lower=lower, jacobi=jacobi, strategy=None, lanes=None)
+    return _syevd_ffi(a, choice, lower=lower, jacobi=jacobi)
+
+
+def _syevd_call(a, choice, *, lower, jacobi):
+    return ffi_solver_call(
         "jcm_syevd", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
          jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
         lower=lower, jacobi=jacobi, strategy=choice.code, lanes=choice.lanes)
+
+
+def _syevd_ffi(a, choice, *, lower, jacobi):
+    v, w, info = _syevd_call(a, choice, lower=lower, jacobi=jacobi)
     return [nan_unless_ok(v, info), nan_unless_ok(w, info)]
 
 
 syevd = SolverPrimitive("jcm_syevd", core_ranks=(2,), shape_rule=_syevd_shapes,
-                        jax_impl=_syevd_jax, cuda_impl=nan_for_nonfinite_input(_syevd_cuda))
+                        jax_impl=_syevd_jax, cuda_impl=_syevd_cuda)
 
 
 def _syevd_jvp(primals, tangents, *, lower, jacobi, strategy, lanes):

@@ -76,7 +76,9 @@ BATCHED_MAX_N = {
     # and 512 (float32), at 16x2048 and 64x2048 float64 JAX's own does (H100, session 11 tune:
     # 303 / 776 ms vs 333 / 750 ms hybrid, within the table's XLA margin). 4x4096: not measured.
     "syevd": 2048,
-    # syevjBatched takes n <= 32 only (BATCHED_API_MAX_N); JAX's own choice there.
+    # The batched Jacobi path is this project's kernel (ffi/eigh_kernels.cu, n <= 32: one block
+    # per matrix, the matrix in shared memory), in place of syevjBatched (JAX's own choice for
+    # batches there; a single matrix JAX gives to syevj / syevd).
     "syevj": 32,
     "geev": 0,       # no batched API: lanes (geev blocks the host: one thread per lane)
     # gesvdjBatched (what JAX uses for batches of matrices up to 32 x 32): to be measured
@@ -88,11 +90,11 @@ BATCHED_MAX_N = {
 BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "geqrf": 1024, "orgqr": 1024,
                      "ormqr": 1024}
 # Batched paths that are this project's own kernels.
-OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr"}
-# ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs host-synchronise;
-# a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
-SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs"}
-# eigh with implementation=None takes the Jacobi solver (syevj / syevjBatched) up to this n and
+OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr", "syevj"}
+# ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs / syevd
+# host-synchronise; a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
+SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj"}
+# eigh with implementation=None takes the Jacobi solver (syevj / our kernel) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
 EIGH_JACOBI_MAX_N = 32
@@ -183,11 +185,8 @@ XLA_MAX_N = {"potrs": 1024}
 # H100 float32 eigh (both XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65; 16x1024 is
 # bimodal for every caller alike (benchmarks/diag/eigh_probe.py: jnp.linalg.eigh, lax.linalg.eigh
 # and ours each 59-61 or 68-74 ms from round to round on the same inputs).
-# eigh at n <= 32 (syevjBatched, JAX's own choice there too): H100 float32 ours / JAX, session 8
-# grid: 64x16 0.093 / 0.088 ms, 256x16 0.112 / 0.100, 256x32 0.184 / 0.174.
 JAX_USES_SAME_BATCHED_API = {"getrf": "cuBLAS getrfBatched", "potrf": "cusolverDn potrfBatched",
-                             "syevd": "cusolverDn XsyevBatched",
-                             "syevj": "cusolverDn syevjBatched"}
+                             "syevd": "cusolverDn XsyevBatched"}
 
 
 # Routines whose single-matrix lowering in JAX runs another implementation than ours: JAX 0.10

@@ -162,6 +162,86 @@ def test_nan_input_stays_in_its_matrix(rng, dtype, strategy):
     check_eigh(a[[0, 2]], w[np.array([0, 2])], v[np.array([0, 2])], dtype)
 
 
+# ---------------------------------------------------------------------------------------------
+# The Jacobi kernel (batched strategy, n <= 32; `auto`'s choice there on the GPU)
+# ---------------------------------------------------------------------------------------------
+
+KERNEL_NS = [1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 32]
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n", KERNEL_NS, ids=ids)
+def test_jacobi_kernel_every_size(rng, dtype, n):
+    # Odd n runs with a padding row and column; n = 32 is the kernel's largest.
+    a = hermitian(rng, (5, n, n), dtype)
+    w, v = jit_call(eigh, a, strategy="batched")
+    check_eigh(a, w, v, dtype)
+    w_auto, _ = jit_call(eigh, a)
+    assert rel_err(w_auto, w, 1) <= rtol_for(dtype, n)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("scale_exp", ["huge", "tiny"])
+def test_jacobi_kernel_extreme_scales(rng, dtype, scale_exp):
+    # Squares of these entries overflow / underflow the dtype: the kernel's power-of-two scaling
+    # keeps them in range.
+    big = np.finfo(np.dtype(dtype)).max ** 0.75
+    scale = big if scale_exp == "huge" else 1 / big
+    a = (hermitian(rng, (3, 12, 12), dtype) * scale).astype(dtype)
+    w, v = jit_call(eigh, a, strategy="batched")
+    check_eigh(a, w, v, dtype)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_jacobi_kernel_special_matrices(rng, dtype):
+    n = 10
+    zero = np.zeros((n, n), dtype)
+    diag = np.diag(rng.permutation(n).astype(dtype) - 3)
+    # Graded: eigenvalues from 1 down to 1e-6 (float32: resolved only to eps * |A|).
+    graded, _ = with_spectrum(rng, (), np.logspace(0, -6, n) * (-1) ** np.arange(n), dtype)
+    a = np.stack([zero, diag, graded, np.eye(n, dtype=dtype)])
+    w, v = jit_call(eigh, a, strategy="batched")
+    check_eigh(a, w, v, dtype)
+    np.testing.assert_array_equal(np.asarray(w[0]), 0)
+    np.testing.assert_array_equal(np.asarray(w[1]), np.arange(n) - 3)
+    np.testing.assert_array_equal(np.asarray(w[3]), 1)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=ids)
+def test_jacobi_kernel_nonfinite_input(rng, dtype, bad):
+    a = hermitian(rng, (3, 9, 9), dtype)
+    a[1, 4, 2] = a[1, 2, 4] = bad
+    w, v = jit_call(eigh, a, strategy="batched")
+    assert np.isnan(np.asarray(w[1])).all() and np.isnan(np.asarray(v[1])).all()
+    check_eigh(a[[0, 2]], w[np.array([0, 2])], v[np.array([0, 2])], dtype)
+    # Only the triangle read counts: the same value in the other one changes nothing.
+    kept = np.tril(hermitian(rng, (9, 9), dtype))
+    kept[2, 4] = bad
+    w, v = jit_call(eigh, kept, symmetrize_input=False, strategy="batched")
+    check_eigh(kept, w, v, dtype, hermitian_a=np.tril(kept) + conj_t(np.tril(kept, -1)))
+
+
+def test_auto_takes_the_jacobi_kernel_up_to_32():
+    # The heuristic (no GPU here: no shipped table applies on the CPU machine, and none has syevj).
+    for shape in [(1, 16, 16), (4, 32, 32), (256, 8, 8), (3, 1, 1)]:
+        plan = jcm.explain("eigh", shape, np.float32, gpu="No Such GPU")
+        assert (plan.op, plan.strategy, plan.lanes) == ("syevj", "batched", 1), plan
+    assert jcm.explain("eigh", (4, 33, 33), np.float32, gpu="No Such GPU").op == "syevd"
+
+
+def test_the_jacobi_kernel_runs_without_the_guard():
+    # The kernel writes NaN itself: no is_finite pass and no mask around its call.
+    text = lowered_text(lambda a: eigh(a, strategy="batched"), (4, 16, 16), np.float32, "cuda")
+    assert "jcm_syevd" in text and "is_finite" not in text
+    text = lowered_text(lambda a: eigh(a, strategy="looped"), (4, 16, 16), np.float32, "cuda")
+    assert "jcm_syevd" in text and "is_finite" in text
+
+
 def test_sort_eigenvalues_and_implementation_options(rng):
     a = hermitian(rng, (2, 12, 12), np.float64)
     for impl in (None, "qr", "jacobi", jax.lax.linalg.EighImplementation.JACOBI):
@@ -321,7 +401,7 @@ def test_explain_knows_eigh():
     for op in ("eigh", "eigvalsh", "lax_eigh", "syevd", "syevj"):
         plan = jcm.explain(op, (8, 16, 16), np.float32)
         assert plan.strategy in ("looped", "sequential", "batched", "xla") and plan.lanes >= 1
-    # syevjBatched takes n <= 32 only: a larger Jacobi call goes to lanes even when batched.
+    # The Jacobi kernel takes n <= 32 only: a larger Jacobi call goes to lanes even when batched.
     assert jcm.explain("syevj", (8, 64, 64), np.float32, strategy="batched").strategy == "looped"
 
 
