@@ -48,6 +48,13 @@ XLA_MARGIN = 0.10
 # potrf 16x32: tune measured blocked 0.100 vs JAX 0.120 ms, the report 0.076 vs 0.060 ms).
 TINY_MS = 0.25
 XLA_MARGIN_TINY = 0.35
+# ... except where the alternative is this project's one-launch kernel that needs no
+# non-finite-input guard (syevj: ffi/eigh_kernels.cu). There `auto`'s "xla" runs JAX's lowering
+# inside the guard, one more kernel (5-12 us, benchmarks/results/s10-guard-probe.md) that the
+# "xla" time (JAX's own function) leaves out: at these sizes most of XLA_MARGIN_TINY. Only
+# XLA_MARGIN applies then. H100 float32 eigh 256x16: the kernel 0.070 ms, JAX 0.082
+# (s12-jacobi-kernel2, pooled alternating rounds), JAX inside the guard 0.89x of JAX in the grid.
+UNGUARDED_KERNELS = {"syevj"}
 # How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
 # out the heuristic rules do.
 EXTRAPOLATE_N = 2
@@ -216,7 +223,8 @@ class Table:
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         fastest = ranked[0][1]
         xla = times.get(XLA, math.inf)
-        if xla <= fastest * (1 + (XLA_MARGIN_TINY if xla < TINY_MS else XLA_MARGIN)):
+        tiny = xla < TINY_MS and routine not in UNGUARDED_KERNELS
+        if xla <= fastest * (1 + (XLA_MARGIN_TINY if tiny else XLA_MARGIN)):
             best = XLA
         else:
             best = min((c for c, t in ranked if t <= fastest * (1 + MARGIN)), key=_simplicity)
