@@ -119,7 +119,11 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                 slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
             cell.setdefault("seconds", round(time.perf_counter() - t0, 2))
             cells.append(cell)
-            write(cells + outside, total)
+            # The earlier run's cells not reached yet go into every checkpoint too: a run killed
+            # mid-cell (a slow cell past the caller's timeout) must not drop them (session 12:
+            # 177 cells of a resumed grid lost that way).
+            write(cells + [earlier[key] for key in grid[index + 1:] if key in earlier] + outside,
+                  total)
             speedup = _speedup(cell)
             line = f"{op} {dtype} {batch}x{n}: " + (
                 f"{speedup:.2f}x" if speedup else cell.get("status", "?"))

@@ -876,6 +876,32 @@ def test_report_resume_keeps_the_earlier_cells_outside_this_runs_grid(monkeypatc
         assert len(cells) == 2 + len(measured) and totals[-1] == (len(cells), 4)
 
 
+def test_report_checkpoints_keep_the_earlier_cells_not_reached_yet(monkeypatch):
+    # A run killed mid-cell leaves its last checkpoint: the earlier run's cells of this grid that
+    # it had not reached yet must be in it (session 12 lost 177 cells of a resumed grid so).
+    report = importlib.import_module("benchmarks.report")
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        if n == 64:
+            raise KeyboardInterrupt  # the kill, during the third cell
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    monkeypatch.setattr(report, "_stale", lambda cell, args, bench_args: True)  # all measured
+    earlier = [{"op": "lu_factor", "dtype": "float32", "batch": 4, "n": n, "status": "ok",
+                "mark": n, "impls": {"jax": {"median_ms": 1.0}}} for n in (16, 32, 64, 128)]
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
+                                 sizes=[16, 32, 64, 128], jax_limit_s=20.0))()
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        report.run_grid(args, type("B", (), dict(seed=0))(), None,
+                        lambda cells, total: written.append(list(cells)), earlier)
+    last = {c["n"]: c.get("mark") for c in written[-1]}
+    assert last == {16: None, 32: None, 64: 64, 128: 128}, last
+
+
 def test_report_shards_split_the_grid_and_render_takes_each_cells_newest(monkeypatch, tmp_path):
     # Two shards of one run: every other cell each, the inputs' seeds those of the whole grid;
     # each shard's file carries the other's cells as they were, and --render keeps the version
