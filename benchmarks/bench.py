@@ -545,9 +545,36 @@ def program_signature(fn, *inputs) -> str:
     """The optimized program XLA compiles fn to, without what names or locates it (instruction
     and computation names, metadata, the source tables): equal signatures mean the same kernels
     in the same order, so a time difference between them is the timer's noise."""
-    text = compile_for_timing(fn, *inputs).as_text()
+    return text_signature(compile_for_timing(fn, *inputs).as_text())
+
+
+def _drop_attribute(text: str, name: str) -> str:
+    """text without every `, name={...}` (braces balanced, quoted strings skipped: a GPU
+    program's metadata may nest braces, which a regex up to the first `}` would cut short)."""
+    out, i, key = [], 0, name + "={"
+    while (j := text.find(key, i)) >= 0:
+        start = j
+        while start > i and text[start - 1] in " ,":
+            start -= 1
+        out.append(text[i:start])
+        k, depth, quoted = j + len(key), 1, False
+        while k < len(text) and depth:
+            ch = text[k]
+            if ch == "\\" and quoted:
+                k += 1
+            elif ch == '"':
+                quoted = not quoted
+            elif not quoted:
+                depth += {"{": 1, "}": -1}.get(ch, 0)
+            k += 1
+        i = k
+    return "".join(out) + text[i:]
+
+
+def text_signature(text: str) -> str:
+    """program_signature of an optimized HLO module's text."""
     lines = [line for line in text.splitlines() if line.startswith(("%", "ENTRY", "  ", "}"))]
-    text = re.sub(r",?\s*metadata=\{[^}]*\}", "", "\n".join(lines))
+    text = _drop_attribute("\n".join(lines), "metadata")
     return re.sub(r"%[\w.\-]+", "%", text)
 
 

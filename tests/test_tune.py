@@ -949,6 +949,20 @@ def test_report_shards_split_the_grid_and_render_takes_each_cells_newest(monkeyp
         report.parse_args(["--shard", "2/2"])
 
 
+def test_program_signature_drops_metadata_with_nested_braces():
+    # Names and metadata differ, nested braces and a quoted brace included: the same program.
+    bench = importlib.import_module("benchmarks.bench")
+    line = ('  %{name} = f32[3,16,16]{{2,1,0}} fusion(%p.{k}), kind=kLoop, calls=%fused.{k}, '
+            'metadata={{op_name="jit(f)/{op}" extra={{a="}}" b=1}} source_line={k}}}, '
+            'backend_config={{"x":"0"}}')
+    a = "ENTRY %main.1 {\n" + line.format(name="fusion.1", k=1, op="cholesky") + "\n}"
+    b = "ENTRY %main.9 {\n" + line.format(name="fusion.7", k=7, op="jcm_potrf") + "\n}"
+    assert bench.text_signature(a) == bench.text_signature(b)
+    assert "metadata" not in bench.text_signature(a) and "backend_config" in bench.text_signature(a)
+    other = b.replace("kind=kLoop", "kind=kInput")
+    assert bench.text_signature(a) != bench.text_signature(other)
+
+
 def test_bench_tells_the_same_compiled_program_from_another():
     # Where auto runs JAX's own lowering with nothing of ours around it (cholesky), the compiled
     # programs are the same (names and source locations aside): a gap there is timer noise.
