@@ -18,10 +18,6 @@ namespace jcm {
 
 namespace {
 
-// The batched strategy's Jacobi path takes matrices up to this n (syevjBatched's limit too), in
-// this project's kernel: one launch, no workspace, several times faster than syevjBatched there.
-static_assert(kSyevjKernelMaxN == 32);
-
 // The Jacobi solvers read their controls from a syevjInfo_t and write results (residual, sweeps)
 // back into it, so two concurrent calls must not share one. Each lane is one persistent thread
 // and the inline path runs on XLA's calling thread: one object per thread is one per concurrent

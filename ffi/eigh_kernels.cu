@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kJacobiThreads)
   largest = block_reduce(largest, [](R x, R y) { return x > y ? x : y; });
   if (bad) return fill_nan(n, a, w, info_all, 0);
   // Scaled by a power of two (exact) so that every |entry| < 1: no square below overflows, and
-// sums of squares stay far from underflow.
+  // sums of squares stay far from underflow.
   int exponent = 0;
   if (largest > R(0)) frexp(largest, &exponent);
   R norm2 = 0;

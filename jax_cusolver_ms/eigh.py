@@ -57,8 +57,7 @@ def _syevd_cuda(a, *, lower, jacobi, strategy, lanes):
     if choice.op == "syevj" and choice.strategy == "batched":
         # The Jacobi kernel writes NaN itself for a matrix holding NaN / Inf or not converged,
         # and touches no other: neither guard nor mask, one launch in all.
-        v, w, _ = _syevd_call(a, choice, lower=lower, jacobi=jacobi)
-        return [v, w]
+        return _syevd_ffi(a, choice, lower=lower, jacobi=jacobi, mask=False)
     return nan_for_nonfinite_input(_syevd_guarded)(a, choice, lower=lower, jacobi=jacobi)
 
 
@@ -68,18 +67,15 @@ def _syevd_guarded(a, choice, *, lower, jacobi):
     return _syevd_ffi(a, choice, lower=lower, jacobi=jacobi)
 
 
-def _syevd_call(a, choice, *, lower, jacobi):
-    return ffi_solver_call(
+def _syevd_ffi(a, choice, *, lower, jacobi, mask=True):
+    """The FFI call; `mask`: NaN where info says the solver failed (as JAX's lowerings)."""
+    v, w, info = ffi_solver_call(
         "jcm_syevd", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
          jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
         lower=lower, jacobi=jacobi, strategy=choice.code, lanes=choice.lanes)
-
-
-def _syevd_ffi(a, choice, *, lower, jacobi):
-    v, w, info = _syevd_call(a, choice, lower=lower, jacobi=jacobi)
-    return [nan_unless_ok(v, info), nan_unless_ok(w, info)]
+    return [nan_unless_ok(v, info), nan_unless_ok(w, info)] if mask else [v, w]
 
 
 syevd = SolverPrimitive("jcm_syevd", core_ranks=(2,), shape_rule=_syevd_shapes,
