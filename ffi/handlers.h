@@ -5,6 +5,7 @@
 
 #define JCM_HANDLERS(X) \
   X(jcm_getrf)          \
+  X(jcm_getrf_small)    \
   X(jcm_getrs)          \
   X(jcm_potrf)          \
   X(jcm_potrs)          \

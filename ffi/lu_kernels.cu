@@ -4,6 +4,7 @@
 
 #include <cuda/std/limits>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -73,6 +74,95 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   if (ld_shared) copy_matrix(panel_global, n, p, ldp, m, jb);
   if (tid == 0) info_all[item] = info;
+}
+
+// One block per matrix, the whole matrix in shared memory: LU with partial pivoting in one launch
+// (getrf_small_batched). Rows are never moved: a pivoted row is marked done and the logical
+// order (LAPACK's swaps, needed for its pivots and its ties) is kept as each row's position, so a
+// step is the pivot search and one pass of updates, and one barrier. Every warp finds the pivot
+// itself (lane l looks after rows l and l + 32), so all threads take the same decisions without
+// a barrier; thread (r, c) updates row r in columns k + 1 + c, k + 1 + c + cols_per_pass, ...
+// Column k's multipliers are written during step k + 1: step k's updates read that column as it
+// was. Ends with lu(i, :) = the row pivoted at step i.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    getrf_small_kernel(int n, int cols_per_pass, const T* a_all, T* lu_all, int* pivots_all,
+                       int* permutation_all) {
+  using R = typename real_of<T>::type;
+  __shared__ int row_of_step[kGetrfSmallMaxN];  // the permutation
+  __shared__ int pivot_of_step[kGetrfSmallMaxN];
+  const int64_t item = blockIdx.x;
+  const int size = n * n;
+  const T* a = a_all + item * size;
+  T* lu = lu_all + item * size;
+  int* pivots = pivots_all + item * n;
+  int* permutation = permutation_all + item * n;
+  T* s = reinterpret_cast<T*>(dynamic_shared());
+  const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid % 32;
+
+  bool finite = true;
+  for (int e = tid; e < size; e += nthreads) {
+    const T x = a[e];
+    s[e] = x;
+    finite = finite && isfinite(real_part(x)) && isfinite(imag_part(x));
+  }
+  if (__syncthreads_or(!finite)) {  // the same answer on every thread
+    const T nan = T(cuda::std::numeric_limits<R>::quiet_NaN());
+    for (int e = tid; e < size; e += nthreads) lu[e] = nan;
+    for (int i = tid; i < n; i += nthreads) pivots[i] = i, permutation[i] = i;
+    return;
+  }
+
+  const R sfmin = cuda::std::numeric_limits<R>::min();
+  const int row = tid % n, col0 = tid / n;
+  const bool updates = col0 < cols_per_pass;  // threads past n * cols_per_pass only search
+  int position_lo = lane, position_hi = lane + 32;  // logical places of rows lane, lane + 32
+  uint64_t done = 0;                                // rows pivoted so far
+  bool last_nonzero = false, last_reciprocal = false;
+  T last_pivot = T(1), last_inverse = T(1);
+  for (int k = 0; k < n; ++k) {
+    // i?amax over the rows not pivoted yet, in logical order: NaN never wins (all NaN: the
+    // first), ties go to the first place.
+    R best = R(-2);
+    int best_place = n, best_row = 0;
+    auto consider = [&](int r, int place) {
+      if (r >= n || ((done >> r) & 1)) return;
+      R v = abs1(s[r + k * n]);
+      if (!(v == v)) v = R(-1);
+      if (v > best || (v == best && place < best_place)) best = v, best_place = place, best_row = r;
+    };
+    consider(lane, position_lo);
+    consider(lane + 32, position_hi);
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const R v = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int place = __shfl_xor_sync(0xffffffffu, best_place, offset);
+      const int r = __shfl_xor_sync(0xffffffffu, best_row, offset);
+      if (v > best || (v == best && place < best_place)) best = v, best_place = place, best_row = r;
+    }
+    const T pivot = s[best_row + k * n];
+    const bool nonzero = pivot != T(0);  // LAPACK goes on past a zero pivot: nothing to update
+    const bool reciprocal = nonzero && !(modulus(pivot) < sfmin);
+    const T inverse = reciprocal ? T(1) / pivot : T(1);
+    if (k > 0 && last_nonzero && tid < n && !((done >> tid) & 1)) {
+      T& l = s[tid + (k - 1) * n];
+      l = last_reciprocal ? l * last_inverse : l / last_pivot;
+    }
+    if (updates && nonzero && row != best_row && !((done >> row) & 1)) {
+      const T x = s[row + k * n];
+      const T l = reciprocal ? x * inverse : x / pivot;
+      for (int j = k + 1 + col0; j < n; j += cols_per_pass) s[row + j * n] -= l * s[best_row + j * n];
+    }
+    if (tid == 0) row_of_step[k] = best_row, pivot_of_step[k] = best_place;
+    // LAPACK swaps logical rows k and best_place: the row at place k moves there.
+    if (position_lo == k) position_lo = best_place;
+    if (position_hi == k) position_hi = best_place;
+    done |= uint64_t{1} << best_row;
+    last_nonzero = nonzero, last_reciprocal = reciprocal;
+    last_pivot = pivot, last_inverse = inverse;
+    __syncthreads();
+  }
+  for (int e = tid; e < size; e += nthreads) lu[e] = s[row_of_step[e % n] + (e / n) * n];
+  for (int i = tid; i < n; i += nthreads) pivots[i] = pivot_of_step[i], permutation[i] = row_of_step[i];
 }
 
 // Panel widths up to this solve U12's columns in registers.
@@ -176,13 +266,32 @@ cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count,
   return launch_laswp(stream, count, n, j0, jb, true, reinterpret_cast<D*>(a), ipiv);
 }
 
+template <typename T>
+cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, const T* a, T* lu,
+                                int* pivots, int* permutation) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0) return cudaSuccess;
+  if (n > kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
+  const int cols = static_cast<int>(n);
+  const int cols_per_pass = std::min(cols, std::max(1, kThreads / cols));
+  const int threads = (cols * cols_per_pass + 31) / 32 * 32;
+  const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
+  if (cudaError_t err = allow_shared(getrf_small_kernel<D>, smem); err != cudaSuccess) return err;
+  getrf_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(
+      cols, cols_per_pass, reinterpret_cast<const D*>(a), reinterpret_cast<D*>(lu), pivots,
+      permutation);
+  return cudaGetLastError();
+}
+
 #define JCM_LU_KERNELS(T)                                                                      \
   template cudaError_t getf2_panel_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t, \
                                               T*, int*, int*, int);                            \
   template cudaError_t laswp_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,  \
                                                       int64_t, T*, const int*);                 \
   template cudaError_t laswp_trsm_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t,      \
-                                                           int64_t, int64_t, T*, const int*);
+                                                           int64_t, int64_t, T*, const int*); \
+  template cudaError_t getrf_small_batched<T>(cudaStream_t, int64_t, int64_t, const T*, T*, int*, \
+                                              int*);
 JCM_LU_KERNELS(float)
 JCM_LU_KERNELS(double)
 JCM_LU_KERNELS(cuComplex)

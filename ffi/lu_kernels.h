@@ -10,6 +10,9 @@
 
 namespace jcm {
 
+// Largest n getrf_small_batched takes: a lane of each warp looks after two rows.
+inline constexpr int64_t kGetrfSmallMaxN = 64;
+
 // Largest panel width getf2_panel_batched takes.
 inline constexpr int64_t kLuMaxBlock = 256;
 
@@ -34,5 +37,15 @@ cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int6
 template <typename T>
 cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n,
                                              int64_t j0, int64_t jb, T* a, const int* ipiv);
+
+// For `count` column-major n x n matrices (a, stride n * n; n <= kGetrfSmallMaxN): LU with
+// partial pivoting (LAPACK ?getrf's pivots, ties and arithmetic), one thread block per matrix in
+// shared memory, one launch in all. Writes lu (P A = L U, unit-lower L below the diagonal), the
+// 0-based pivots (row k swapped with pivots[k]) and the permutation (A[permutation] = L U), as
+// jax.lax.linalg.lu returns them. A matrix holding NaN or Inf gives NaN in lu and the identity
+// pivots, and touches no other matrix. lu must not alias a.
+template <typename T>
+cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, const T* a, T* lu,
+                                int* pivots, int* permutation);
 
 }  // namespace jcm

@@ -238,6 +238,40 @@ ffi::Error getrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   });
 }
 
+// The small-matrix kernel (lu_kernels.h getrf_small_batched): one launch on XLA's stream with
+// JAX's outputs (0-based pivots and the permutation), NaN for a non-finite matrix in-kernel.
+ffi::Error getrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
+                               ffi::Result<ffi::AnyBuffer> lu,
+                               ffi::Result<ffi::Buffer<ffi::S32>> pivots,
+                               ffi::Result<ffi::Buffer<ffi::S32>> permutation) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "getrf_small", "a"));
+  if (mb.rows != mb.cols || mb.rows > kGetrfSmallMaxN) {
+    return invalid_argument("getrf_small: a must be square with n <= " +
+                            std::to_string(kGetrfSmallMaxN) + ", got " +
+                            std::to_string(mb.rows) + " x " + std::to_string(mb.cols));
+  }
+  if (lu->element_type() != a.element_type()) {
+    return invalid_argument("getrf_small: lu must have the dtype of a");
+  }
+  if (lu->untyped_data() == a.untyped_data() && a.size_bytes() > 0) {
+    return invalid_argument("getrf_small: lu must not alias a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(lu->dimensions(), batch_shape(a.dimensions(), 0, {}),
+                                 "getrf_small", "lu"));
+  JCM_RETURN_IF_ERROR(check_dims(pivots->dimensions(), batch_shape(a.dimensions(), 2, {mb.rows}),
+                                 "getrf_small", "pivots"));
+  JCM_RETURN_IF_ERROR(check_dims(permutation->dimensions(),
+                                 batch_shape(a.dimensions(), 2, {mb.rows}), "getrf_small",
+                                 "permutation"));
+  return dispatch_solver_dtype(a.element_type(), "getrf_small", [&](auto tag) -> ffi::Error {
+    using T = typename decltype(tag)::type;
+    JCM_CUDA(getrf_small_batched(stream, mb.batch, mb.rows, static_cast<const T*>(a.untyped_data()),
+                                 static_cast<T*>(lu->untyped_data()), pivots->typed_data(),
+                                 permutation->typed_data()));
+    return ffi::Error::Success();
+  });
+}
+
 ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
                          ffi::AnyBuffer lu, ffi::Buffer<ffi::S32> ipiv, ffi::AnyBuffer b,
                          ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::Buffer<ffi::S32>> info,
@@ -288,6 +322,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrf, jcm::getrf_handler,
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // info
                                   JCM_STRATEGY_ATTRS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrf_small, jcm::getrf_small_handler,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<xla::ffi::AnyBuffer>()                // a
+                                  .Ret<xla::ffi::AnyBuffer>()                // lu
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots
+                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>());  // permutation
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs, jcm::getrs_handler,
                               JCM_SOLVER_CTX

@@ -138,7 +138,7 @@ def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
     if batch >= 2:
         requests += [(s, count) for s in ("looped", "batched") for count in lanes
                      if count <= batch and not (s == "looped" and count == 1)]
-    elif single:
+    elif single or _strategy.small_kernel(routine, n, n):  # the one-launch kernels too
         requests.append(("batched", 1))
     for strategy, count in requests:
         choice = _strategy.choose(routine, batch, (n, n), dtype, strategy, count)

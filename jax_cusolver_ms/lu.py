@@ -38,10 +38,25 @@ def _getrf_jax(a, *, strategy, lanes):
 
 def _getrf_cuda(a, *, strategy, lanes):
     m, n = a.shape[-2:]
-    batch = a.shape[:-2]
     choice = _strategy.choose("getrf", batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    if choice.runs_small_kernel:
+        # One launch: JAX's pivots and permutation, and NaN for a non-finite matrix, written by
+        # the kernel itself (neither guard nor conversions around it).
+        batch = a.shape[:-2]
+        lu, pivots, permutation = ffi_solver_call(
+            "jcm_getrf_small", [a],
+            [jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(batch + (n,), np.int32),
+             jax.ShapeDtypeStruct(batch + (n,), np.int32)],
+            matrix_operands={0}, matrix_results={0})
+        return lu, pivots, permutation
+    return nan_for_nonfinite_input(_getrf_guarded, substitute=False)(a, choice)
+
+
+def _getrf_guarded(a, choice):
     if not choice.uses_ffi:  # JAX's own lowering: as fast or faster here
-        return _getrf_jax(a, strategy=strategy, lanes=lanes)
+        return _getrf_jax(a, strategy=None, lanes=None)
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
     lu, ipiv, info = ffi_solver_call(
         "jcm_getrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
@@ -57,8 +72,7 @@ def _getrf_cuda(a, *, strategy, lanes):
 
 
 getrf = SolverPrimitive("jcm_getrf", core_ranks=(2,), shape_rule=_getrf_shapes,
-                        jax_impl=_getrf_jax,
-                        cuda_impl=nan_for_nonfinite_input(_getrf_cuda, substitute=False))
+                        jax_impl=_getrf_jax, cuda_impl=_getrf_cuda)
 
 
 def _getrf_jvp(primals, tangents, *, strategy, lanes):
@@ -278,10 +292,12 @@ def solve(a, b, *, strategy=None, lanes=None):
 def inv(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.inv."""
     a = as_matrix("inv", a, square=True)
-    if (_config.resolve(strategy, lanes)[0] == "auto"
-            and a.shape[-1] <= _strategy.INV_XLA_MAX_N):
-        # Measured: JAX's own is fastest here (strategy.py). Its GPU getrf gives finite
-        # numbers for NaN input: the guard every GPU path of this package has.
+    n = a.shape[-1]
+    if (_config.resolve(strategy, lanes)[0] == "auto" and n <= _strategy.INV_XLA_MAX_N
+            and not _strategy.choose("getrf", batch_size(a, 2), (n, n), a.dtype).runs_small_kernel):
+        # Measured: JAX's own is fastest here (strategy.py), unless our getrf is the one-launch
+        # kernel (then it is ours with JAX's same triangular solves). JAX's GPU getrf gives
+        # finite numbers for NaN input: the guard every GPU path of this package has.
         return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)], substitute=False)(a)[0]
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)

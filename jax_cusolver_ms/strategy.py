@@ -94,6 +94,17 @@ OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr", "syevj"}
 # ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs / syevd
 # host-synchronise; a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
 SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj"}
+# Batched paths that are, up to this n (square matrices), this project's one-launch kernel on
+# XLA's stream: the matrix in shared memory, NaN for a non-finite matrix written in-kernel (no
+# guard around it), no lanes. syevj: ffi/eigh_kernels.cu (in place of syevjBatched); getrf:
+# ffi/lu_kernels.cu getrf_small_batched (in place of cuBLAS getrfBatched, which takes 4 launches
+# with JAX's pivot conversions around it: H100 float32 lu_factor 256x16 JAX 0.048 ms).
+SMALL_KERNEL_MAX_N = _tables.UNGUARDED_KERNELS
+
+
+def small_kernel(op: str, rows: int, cols: int) -> bool:
+    """Whether `op`'s batched strategy runs this project's one-launch kernel for this shape."""
+    return rows == cols and rows <= SMALL_KERNEL_MAX_N.get(op, -1)
 # eigh with implementation=None takes the Jacobi solver (syevj / our kernel) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
@@ -160,6 +171,11 @@ class Choice:
     @property
     def uses_ffi(self) -> bool:
         return self.strategy != XLA
+
+    @property
+    def runs_small_kernel(self) -> bool:
+        """The one-launch kernel of SMALL_KERNEL_MAX_N (no guard, no lanes)."""
+        return self.strategy == "batched" and small_kernel(self.op, *self.shape)
 
     def __str__(self):
         text = (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
@@ -242,6 +258,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
                         "requested batched, but no batched API fits this call: lanes", "user")
+        if strategy == "batched" and small_kernel(op, rows, cols):
+            return make("batched", 1, "requested: this project's one-launch kernel (n <= "
+                        f"{SMALL_KERNEL_MAX_N[op]}; lanes do not apply)", "user")
         if strategy == "batched":
             return make("batched", lanes or 1,
                         "requested: the native batched API" +
@@ -259,6 +278,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         kind, count = _tables.parse_candidate(candidate)
         if (kind == "batched" and not batched_ok) or (kind == XLA and op in NO_XLA):
             return False
+        if kind == "batched" and count > 1 and small_kernel(op, rows, cols):
+            return False  # the kernel takes no lanes (older tables: the batched API on lanes)
         if kind == "blocked" and op in SQUARE_ONLY_BLOCKED and rows != cols:
             return False  # a table measures square matrices; the C++ would take one lane
         if lanes is not None:
@@ -284,6 +305,10 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     if op in BLOCKED_MIN_N and n >= BLOCKED_MIN_N[op] and not lanes:
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
+                    "heuristic")
+    if small_kernel(op, rows, cols) and batched_ok and not lanes:
+        return make("batched", 1, f"n={n} <= {SMALL_KERNEL_MAX_N[op]}: this project's one-launch "
+                    "kernel (the matrix in shared memory) beats the library calls here",
                     "heuristic")
     if batch <= 1 and op not in SINGLE_MATRIX_KERNEL:
         # JAX's own lowering of a single matrix is that one cuSOLVER call on XLA's stream

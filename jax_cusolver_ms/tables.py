@@ -49,12 +49,13 @@ XLA_MARGIN = 0.10
 TINY_MS = 0.25
 XLA_MARGIN_TINY = 0.35
 # ... except where the alternative is this project's one-launch kernel that needs no
-# non-finite-input guard (syevj: ffi/eigh_kernels.cu). There `auto`'s "xla" runs JAX's lowering
-# inside the guard, one more kernel (5-12 us, benchmarks/results/s10-guard-probe.md) that the
-# "xla" time (JAX's own function) leaves out: at these sizes most of XLA_MARGIN_TINY. Only
-# XLA_MARGIN applies then. H100 float32 eigh 256x16: the kernel 0.070 ms, JAX 0.082
-# (s12-jacobi-kernel2, pooled alternating rounds), JAX inside the guard 0.89x of JAX in the grid.
-UNGUARDED_KERNELS = {"syevj"}
+# non-finite-input guard (the batched path of these routines up to this n: syevj
+# ffi/eigh_kernels.cu, getrf ffi/lu_kernels.cu). There `auto`'s "xla" runs JAX's lowering inside
+# the guard, one more kernel (5-12 us, benchmarks/results/s10-guard-probe.md) that the "xla" time
+# (JAX's own function) leaves out: at these sizes most of XLA_MARGIN_TINY. Only XLA_MARGIN
+# applies then. H100 float32 eigh 256x16: the kernel 0.070 ms, JAX 0.082 (s12-jacobi-kernel2,
+# pooled alternating rounds), JAX inside the guard 0.89x of JAX in the grid.
+UNGUARDED_KERNELS = {"syevj": 32, "getrf": 64}
 # How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
 # out the heuristic rules do.
 EXTRAPOLATE_N = 2
@@ -223,7 +224,9 @@ class Table:
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         fastest = ranked[0][1]
         xla = times.get(XLA, math.inf)
-        tiny = xla < TINY_MS and routine not in UNGUARDED_KERNELS
+        unguarded = (n <= UNGUARDED_KERNELS.get(routine, 0)
+                     and parse_candidate(ranked[0][0])[0] == "batched")
+        tiny = xla < TINY_MS and not unguarded
         if xla <= fastest * (1 + (XLA_MARGIN_TINY if tiny else XLA_MARGIN)):
             best = XLA
         else:

@@ -27,6 +27,7 @@ from conftest import (
     assert_trees_close,
     condition_number,
     is_complex,
+    lowered_text,
     param_id,
     precision,
     random_matrix,
@@ -1151,12 +1152,80 @@ def test_cuda_lowering_uses_ffi(rng, strategy):
 
 @requires_extension
 def test_auto_defers_to_jax_where_it_calls_the_same_batched_api(rng):
-    a = random_matrix(rng, (4, 16, 16), np.float32, "general")
-    assert jcm.explain("lu_factor", a.shape, a.dtype).strategy == "xla"
-    text = _lowered_text(lambda a: jcm.lu_factor(a), a, platform="cuda")
-    assert "jcm_getrf" not in text and "cusolver_getrf" in text
+    # The heuristic (no table applies on a machine without the GPU): above the small kernel's
+    # n, batches up to 512 go to getrfBatched, which JAX's own lowering calls.
+    a = jax.ShapeDtypeStruct((4, 128, 128), np.float32)
+    assert jcm.explain("lu_factor", a.shape, a.dtype, gpu="No Such GPU").strategy == "xla"
     big = jax.ShapeDtypeStruct((4, 1024, 1024), np.float32)
-    assert jcm.explain("lu_factor", big.shape, big.dtype).strategy == "looped"
+    assert jcm.explain("lu_factor", big.shape, big.dtype, gpu="No Such GPU").strategy == "looped"
+
+
+# ---------------------------------------------------------------------------------------------
+# The small-matrix kernel (n <= 64: ffi/lu_kernels.cu getrf_small_batched)
+# ---------------------------------------------------------------------------------------------
+
+SMALL_KERNEL_N = [1, 2, 3, 7, 8, 16, 31, 32, 33, 48, 63, 64]
+
+
+def test_auto_takes_the_small_lu_kernel_up_to_64():
+    for shape in [(1, 16, 16), (16, 16), (4, 64, 64), (256, 8, 8), (3, 1, 1)]:
+        plan = jcm.explain("lu_factor", shape, np.float32, gpu="No Such GPU")
+        assert (plan.strategy, plan.lanes) == ("batched", 1), plan
+    # Lanes do not apply to the kernel; a rectangular matrix or n > 64 is not its.
+    assert jcm.explain("lu_factor", (8, 32, 32), np.float32, strategy="batched", lanes=4).lanes == 1
+    assert jcm.explain("lu_factor", (8, 65, 65), np.float32, strategy="batched", lanes=4).lanes == 4
+    assert not jcm.explain("lu_factor", (4, 32, 16), np.float32, strategy="batched").runs_small_kernel
+    assert jcm.explain("lu_factor", (4, 65, 65), np.float32, gpu="No Such GPU").strategy != "batched"
+
+
+def test_the_small_lu_kernel_is_one_call_without_guard(claim_extension):
+    # One launch: no non-finite-input pass, no pivot conversion, no permutation kernel.
+    text = lowered_text(lambda a: jcm.lu(a, strategy="batched"), (4, 16, 16), np.float32, "cuda")
+    assert "jcm_getrf_small" in text and "is_finite" not in text
+    assert "lu_pivots_to_permutation" not in text and "cusolver" not in text
+    text = lowered_text(lambda a: jcm.lu(a, strategy="batched"), (4, 65, 65), np.float32, "cuda")
+    assert "jcm_getrf_small" not in text and "jcm_getrf" in text and "is_finite" in text
+    text = lowered_text(lambda a: jcm.lu(a, strategy="looped"), (4, 16, 16), np.float32, "cuda")
+    assert "jcm_getrf_small" not in text and "is_finite" in text
+
+
+@requires_gpu
+@pytest.mark.parametrize("n", SMALL_KERNEL_N)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_lu_kernel_matches_lapack(rng, dtype, n):
+    a = random_matrix(rng, (5, n, n), dtype, "general")
+    assert jcm.explain("lu", a.shape, dtype, strategy="batched").runs_small_kernel
+    lu, piv, perm = jcm.lu(jnp.asarray(a), strategy="batched")
+    check_lu_factorization(a, lu, piv, dtype)
+    np.testing.assert_array_equal(np.asarray(perm), pivots_to_permutation(piv, n))
+    lu_sp, piv_sp = scipy_lu_factor(a)
+    tol = rtol_for(dtype, n, condition_number(a))
+    real_double = precision(dtype) == "double" and not is_complex(dtype)
+    check_lu_matches(lu, piv, lu_sp, piv_sp, dtype, tol, same_pivots_required=real_double)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_lu_kernel_ties_singular_and_non_finite(rng, dtype):
+    n = 24
+    # Entries in {-1, 0, 1}: many exact ties in the pivot search; rank-deficient columns.
+    ties = rng.integers(-1, 2, (3, n, n)).astype(dtype)
+    ties[1, :, 5] = 0
+    ties[2, 7] = ties[2, 3]
+    bad = random_matrix(rng, (3, n, n), dtype, "general")
+    bad[0, 2, 9] = np.nan
+    bad[2, 0, 0] = np.inf
+    a = np.concatenate([ties, bad])
+    lu, piv, perm = (np.asarray(x) for x in jcm.lu(jnp.asarray(a), strategy="batched"))
+    check_lu_factorization(a[:3], lu[:3], piv[:3], dtype)
+    assert not np.any(np.isnan(lu[:3])), "a singular matrix gave NaN"
+    assert np.any(np.diagonal(lu[1]) == 0) and np.any(np.diagonal(lu[2]) == 0)
+    assert np.isnan(lu[3]).all() and np.isnan(lu[5]).all()
+    np.testing.assert_array_equal(piv[[3, 5]], np.broadcast_to(np.arange(n), (2, n)))
+    np.testing.assert_array_equal(perm[[3, 5]], np.broadcast_to(np.arange(n), (2, n)))
+    check_lu_factorization(a[4:5], lu[4:5], piv[4:5], dtype)
+    d = np.asarray(jcm.det(jnp.asarray(a), strategy="batched"))
+    assert np.isnan(d[[3, 5]]).all() and np.isfinite(d[[0, 4]]).all() and d[1] == 0
 
 
 @strategy_param
