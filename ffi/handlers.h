@@ -7,6 +7,7 @@
   X(jcm_getrf)          \
   X(jcm_getrf_small)    \
   X(jcm_getrs)          \
+  X(jcm_getrs_small)    \
   X(jcm_potrf)          \
   X(jcm_potrs)          \
   X(jcm_geqrf)          \

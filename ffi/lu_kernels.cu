@@ -165,6 +165,93 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = tid; i < n; i += nthreads) pivots[i] = pivot_of_step[i], permutation[i] = row_of_step[i];
 }
 
+// One block per system (getrs_small_batched): L U and B to shared memory (B's rows permuted for
+// op = A), then each warp solves its right-hand sides, lane l holding rows l and l + 32 in
+// registers: a triangular solve is n steps of one shuffle (the solved entry to every lane) and
+// one update per lane, no barrier. LAPACK's order: A = P^T L U, so A x = b is L U x = P b, and
+// A^T x = b is U^T L^T (P x) = b.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    getrs_small_kernel(int n, int nrhs, int trans, const T* lu_all, const int* pivots_all,
+                       const T* b_all, T* x_all) {
+  __shared__ int row_at[kGetrfSmallMaxN];  // A[row_at] = L U
+  const int64_t item = blockIdx.x;
+  const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid % 32;
+  const int64_t rhs_size = static_cast<int64_t>(n) * nrhs;
+  const T* lu_global = lu_all + item * n * n;
+  const T* b = b_all + item * rhs_size;
+  T* x = x_all + item * rhs_size;
+  T* lu = reinterpret_cast<T*>(dynamic_shared());
+  T* rhs = lu + n * n;
+  for (int e = tid; e < n * n; e += nthreads) lu[e] = lu_global[e];
+  if (tid == 0) {
+    const int* pivots = pivots_all + item * n;
+    for (int i = 0; i < n; ++i) row_at[i] = i;
+    for (int k = 0; k < n; ++k) {
+      const int p = min(max(pivots[k], 0), n - 1);  // a bad pivot never indexes out of bounds
+      const int t = row_at[k];
+      row_at[k] = row_at[p];
+      row_at[p] = t;
+    }
+  }
+  __syncthreads();
+  for (int64_t e = tid; e < rhs_size; e += nthreads) {
+    const int i = static_cast<int>(e % n);
+    const int64_t j = e / n;
+    rhs[e] = b[(trans == 0 ? row_at[i] : i) + j * n];
+  }
+  __syncthreads();
+  auto L = [&](int i, int k) { return lu[i + k * n]; };
+  auto op = [&](T v) { return trans == 2 ? conj_of(v) : v; };
+  const int warps = nthreads / 32;
+  for (int j = tid / 32; j < nrhs; j += warps) {
+    T y[2] = {lane < n ? rhs[lane + j * n] : T(0), lane + 32 < n ? rhs[lane + 32 + j * n] : T(0)};
+    auto entry = [&](int k) { return shfl_idx(k < 32 ? y[0] : y[1], k % 32); };
+    if (trans == 0) {
+      for (int k = 0; k < n; ++k) {  // L y = P b, L unit lower
+        const T yk = entry(k);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = lane + 32 * h;
+          if (i > k && i < n) y[h] -= L(i, k) * yk;
+        }
+      }
+      for (int k = n - 1; k >= 0; --k) {  // U x = y
+        const T xk = entry(k) / L(k, k);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = lane + 32 * h;
+          if (i < k) y[h] -= L(i, k) * xk;
+          if (i == k) y[h] = xk;
+        }
+      }
+    } else {
+      for (int k = 0; k < n; ++k) {  // op(U) z = b, op(U) lower: op(U)(i, k) = op(U(k, i))
+        const T zk = entry(k) / op(L(k, k));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = lane + 32 * h;
+          if (i > k && i < n) y[h] -= op(L(k, i)) * zk;
+          if (i == k) y[h] = zk;
+        }
+      }
+      for (int k = n - 1; k >= 0; --k) {  // op(L) w = z, op(L) unit upper
+        const T wk = entry(k);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = lane + 32 * h;
+          if (i < k) y[h] -= op(L(k, i)) * wk;
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = lane + 32 * h;
+      if (i < n) x[(trans == 0 ? i : row_at[i]) + static_cast<int64_t>(j) * n] = y[h];
+    }
+  }
+}
+
 // Panel widths up to this solve U12's columns in registers.
 constexpr int kRegisterSolve = 32;
 
@@ -273,13 +360,42 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
   const int cols = static_cast<int>(n);
-  const int cols_per_pass = std::min(cols, std::max(1, kThreads / cols));
+  // A few matrices: up to kThreads per matrix, for latency. More than two per SM: the fewest
+  // warps that hold a thread per row, for throughput (every warp repeats the pivot search, and
+  // the other warps' blocks fill the SM anyway). H100 float32, JAX / the kernel with kThreads
+  // per matrix: 256x32 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087 (s13-lu-kernel).
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();  // unknown: the latency shape
+    sms = 0;
+  }
+  const int per_matrix = sms > 0 && count > 2 * sms ? (cols + 31) / 32 * 32 : kThreads;
+  const int cols_per_pass = std::min(cols, std::max(1, per_matrix / cols));
   const int threads = (cols * cols_per_pass + 31) / 32 * 32;
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   if (cudaError_t err = allow_shared(getrf_small_kernel<D>, smem); err != cudaSuccess) return err;
   getrf_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(
       cols, cols_per_pass, reinterpret_cast<const D*>(a), reinterpret_cast<D*>(lu), pivots,
       permutation);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                                int trans, const T* lu, const int* pivots, const T* b, T* x) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
+  if (n > kGetrfSmallMaxN || nrhs > kGetrsSmallMaxRhs || count > INT32_MAX || trans < 0 ||
+      trans > 2) {
+    return cudaErrorInvalidValue;
+  }
+  const int threads = 32 * static_cast<int>(std::min<int64_t>(nrhs, kWarps));
+  const size_t smem = static_cast<size_t>(n * n + n * nrhs) * sizeof(D);
+  if (cudaError_t err = allow_shared(getrs_small_kernel<D>, smem); err != cudaSuccess) return err;
+  getrs_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(
+      static_cast<int>(n), static_cast<int>(nrhs), trans, reinterpret_cast<const D*>(lu), pivots,
+      reinterpret_cast<const D*>(b), reinterpret_cast<D*>(x));
   return cudaGetLastError();
 }
 
@@ -291,7 +407,9 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
   template cudaError_t laswp_trsm_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t,      \
                                                            int64_t, int64_t, T*, const int*); \
   template cudaError_t getrf_small_batched<T>(cudaStream_t, int64_t, int64_t, const T*, T*, int*, \
-                                              int*);
+                                              int*);                                           \
+  template cudaError_t getrs_small_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int,       \
+                                              const T*, const int*, const T*, T*);
 JCM_LU_KERNELS(float)
 JCM_LU_KERNELS(double)
 JCM_LU_KERNELS(cuComplex)

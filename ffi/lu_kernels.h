@@ -13,6 +13,9 @@ namespace jcm {
 // Largest n getrf_small_batched takes: a lane of each warp looks after two rows.
 inline constexpr int64_t kGetrfSmallMaxN = 64;
 
+// Most right-hand sides getrs_small_batched takes (inv's n <= kGetrfSmallMaxN included).
+inline constexpr int64_t kGetrsSmallMaxRhs = 64;
+
 // Largest panel width getf2_panel_batched takes.
 inline constexpr int64_t kLuMaxBlock = 256;
 
@@ -47,5 +50,13 @@ cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count,
 template <typename T>
 cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, const T* a, T* lu,
                                 int* pivots, int* permutation);
+
+// For `count` systems op(A) X = B from getrf_small_batched's output (lu, 0-based pivots; n <=
+// kGetrfSmallMaxN, column-major n x nrhs B with nrhs <= kGetrsSmallMaxRhs), op = A (trans 0), A^T
+// (1) or A^H (2): LAPACK ?getrs's steps in one launch, one block per system, L U and B in shared
+// memory, a warp per right-hand side. x may alias b.
+template <typename T>
+cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                                int trans, const T* lu, const int* pivots, const T* b, T* x);
 
 }  // namespace jcm

@@ -272,6 +272,41 @@ ffi::Error getrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
   });
 }
 
+// The small-system kernel (lu_kernels.h getrs_small_batched) on XLA's stream: JAX's 0-based
+// pivots, one launch.
+ffi::Error getrs_small_handler(cudaStream_t stream, ffi::AnyBuffer lu,
+                               ffi::Buffer<ffi::S32> pivots, ffi::AnyBuffer b,
+                               ffi::Result<ffi::AnyBuffer> x, int32_t trans) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(lu.dimensions(), "getrs_small", "lu"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "getrs_small", "b"));
+  if (mb.rows != mb.cols || mb.rows > kGetrfSmallMaxN || mbb.cols > kGetrsSmallMaxRhs) {
+    return invalid_argument("getrs_small: lu must be square with n <= " +
+                            std::to_string(kGetrfSmallMaxN) + " and b have at most " +
+                            std::to_string(kGetrsSmallMaxRhs) + " columns");
+  }
+  if (b.element_type() != lu.element_type() || x->element_type() != lu.element_type()) {
+    return invalid_argument("getrs_small: lu, b and x must have the same dtype");
+  }
+  if (mbb.batch != mb.batch || mbb.rows != mb.rows) {
+    return invalid_argument("getrs_small: b must have shape batch + (n, nrhs)");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(pivots.dimensions(), batch_shape(lu.dimensions(), 2, {mb.rows}),
+                                 "getrs_small", "pivots"));
+  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}),
+                                 "getrs_small", "x"));
+  if (trans < 0 || trans > 2) {
+    return invalid_argument("getrs_small: trans must be 0 (N), 1 (T) or 2 (C)");
+  }
+  return dispatch_solver_dtype(lu.element_type(), "getrs_small", [&](auto tag) -> ffi::Error {
+    using T = typename decltype(tag)::type;
+    JCM_CUDA(getrs_small_batched(stream, mb.batch, mb.rows, mbb.cols, trans,
+                                 static_cast<const T*>(lu.untyped_data()), pivots.typed_data(),
+                                 static_cast<const T*>(b.untyped_data()),
+                                 static_cast<T*>(x->untyped_data())));
+    return ffi::Error::Success();
+  });
+}
+
 ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
                          ffi::AnyBuffer lu, ffi::Buffer<ffi::S32> ipiv, ffi::AnyBuffer b,
                          ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::Buffer<ffi::S32>> info,
@@ -340,3 +375,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs, jcm::getrs_handler,
                                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()    // info
                                   .Attr<int32_t>("trans")
                                   JCM_STRATEGY_ATTRS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_getrs_small, jcm::getrs_small_handler,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<xla::ffi::AnyBuffer>()                // lu
+                                  .Arg<xla::ffi::Buffer<xla::ffi::S32>>()    // pivots (0-based)
+                                  .Arg<xla::ffi::AnyBuffer>()                // b
+                                  .Ret<xla::ffi::AnyBuffer>()                // x
+                                  .Attr<int32_t>("trans"));

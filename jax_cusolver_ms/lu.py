@@ -119,6 +119,10 @@ def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
                               nrhs=b.shape[-1])
     if not choice.uses_ffi:
         return _getrs_jax(lu, pivots, b, trans=trans, strategy=strategy, lanes=lanes)
+    if choice.runs_small_kernel:  # one launch, JAX's 0-based pivots as they are
+        return [ffi_solver_call("jcm_getrs_small", [lu, pivots, b],
+                                [jax.ShapeDtypeStruct(b.shape, b.dtype)],
+                                matrix_operands={0, 2}, matrix_results={0}, trans=trans)[0]]
     x, _info = ffi_solver_call(
         "jcm_getrs", [lu, pivots + 1, b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(lu.shape[:-2], np.int32)],

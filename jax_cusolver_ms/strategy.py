@@ -95,16 +95,23 @@ OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr", "syevj"}
 # host-synchronise; a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
 SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj"}
 # Batched paths that are, up to this n (square matrices), this project's one-launch kernel on
-# XLA's stream: the matrix in shared memory, NaN for a non-finite matrix written in-kernel (no
-# guard around it), no lanes. syevj: ffi/eigh_kernels.cu (in place of syevjBatched); getrf:
-# ffi/lu_kernels.cu getrf_small_batched (in place of cuBLAS getrfBatched, which takes 4 launches
-# with JAX's pivot conversions around it: H100 float32 lu_factor 256x16 JAX 0.048 ms).
-SMALL_KERNEL_MAX_N = _tables.UNGUARDED_KERNELS
+# XLA's stream, the matrix in shared memory, no lanes: syevj ffi/eigh_kernels.cu (in place of
+# syevjBatched); getrf ffi/lu_kernels.cu getrf_small_batched (in place of cuBLAS getrfBatched,
+# which takes 4 launches with JAX's pivot conversions around it: H100 float32 lu_factor 256x16
+# JAX 0.048 ms); getrs getrs_small_batched (JAX's lu_solve: a permutation and two batched
+# triangular solves). syevj's and getrf's write NaN for a non-finite matrix themselves: no guard
+# around them (tables.UNGUARDED_KERNELS); getrs has none on any path.
+SMALL_KERNEL_MAX_N = {**_tables.UNGUARDED_KERNELS, "getrs": 64}
+# ... and, for the solves, up to this many right-hand sides (inv's n included).
+SMALL_KERNEL_MAX_NRHS = {"getrs": 64}
 
 
-def small_kernel(op: str, rows: int, cols: int) -> bool:
+def small_kernel(op: str, rows: int, cols: int, nrhs: int = 0) -> bool:
     """Whether `op`'s batched strategy runs this project's one-launch kernel for this shape."""
-    return rows == cols and rows <= SMALL_KERNEL_MAX_N.get(op, -1)
+    return (rows == cols and rows <= SMALL_KERNEL_MAX_N.get(op, -1)
+            and nrhs <= SMALL_KERNEL_MAX_NRHS.get(op, nrhs))
+
+
 # eigh with implementation=None takes the Jacobi solver (syevj / our kernel) up to this n and
 # divide and conquer (Xsyevd / XsyevBatched) above: JAX's own rule on CUDA, so `auto` meets JAX
 # on its own algorithm at every size. To be measured: XsyevBatched at n <= 32.
@@ -163,6 +170,7 @@ class Choice:
     # The estimated times behind a table's choice, fastest first: ((candidate, ms), ...), where
     # a candidate is "xla", "sequential", "blocked", "looped:L" or "batched:L".
     times_ms: tuple = ()
+    nrhs: int = 0  # right-hand sides, for the solves
 
     @property
     def code(self) -> int:
@@ -175,7 +183,7 @@ class Choice:
     @property
     def runs_small_kernel(self) -> bool:
         """The one-launch kernel of SMALL_KERNEL_MAX_N (no guard, no lanes)."""
-        return self.strategy == "batched" and small_kernel(self.op, *self.shape)
+        return self.strategy == "batched" and small_kernel(self.op, *self.shape, self.nrhs)
 
     def __str__(self):
         text = (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
@@ -239,7 +247,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
                   and n <= BATCHED_API_MAX_N.get(op, n))
     cap = max(1, batch)
     make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
-                                                    max(1, min(l, cap)), why, src, times)
+                                                    max(1, min(l, cap)), why, src, times, nrhs)
+    kernel = small_kernel(op, rows, cols, nrhs)
 
     if strategy != "auto":
         if strategy == "sequential":
@@ -258,7 +267,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         if strategy == "batched" and not batched_ok:
             return make("looped", lanes or _config.DEFAULT_LANES,
                         "requested batched, but no batched API fits this call: lanes", "user")
-        if strategy == "batched" and small_kernel(op, rows, cols):
+        if strategy == "batched" and kernel:
             return make("batched", 1, "requested: this project's one-launch kernel (n <= "
                         f"{SMALL_KERNEL_MAX_N[op]}; lanes do not apply)", "user")
         if strategy == "batched":
@@ -269,7 +278,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("looped", lanes or _config.DEFAULT_LANES,
                     "requested: one call per item on concurrent lanes", "user")
 
-    if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op]:
+    if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op] and not kernel:
         # Tables are measured with one right-hand side: this rule comes first.
         return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "
                     f"triangular solves (cuBLAS trsm) beat {op} here", "heuristic")
@@ -278,7 +287,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         kind, count = _tables.parse_candidate(candidate)
         if (kind == "batched" and not batched_ok) or (kind == XLA and op in NO_XLA):
             return False
-        if kind == "batched" and count > 1 and small_kernel(op, rows, cols):
+        if kind == "batched" and count > 1 and kernel:
             return False  # the kernel takes no lanes (older tables: the batched API on lanes)
         if kind == "blocked" and op in SQUARE_ONLY_BLOCKED and rows != cols:
             return False  # a table measures square matrices; the C++ would take one lane
@@ -306,7 +315,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
                     "heuristic")
-    if small_kernel(op, rows, cols) and batched_ok and not lanes:
+    if kernel and batched_ok and not lanes:
         return make("batched", 1, f"n={n} <= {SMALL_KERNEL_MAX_N[op]}: this project's one-launch "
                     "kernel (the matrix in shared memory) beats the library calls here",
                     "heuristic")

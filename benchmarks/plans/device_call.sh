@@ -83,7 +83,8 @@ grid_report() {
   shift 4
   timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
     --dtypes "${DTYPES:-float32}" --strategies auto --ops "$ops" --budget-s "$budget" \
-    --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} --resume "$from" "$@" > "$log" 2>&1
+    --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} ${REDO_MAX_N:+--redo-max-n "$REDO_MAX_N"} \
+    --resume "$from" "$@" > "$log" 2>&1
 }
 
 # The merged grid into the machine's state and the call's tarball, its summary printed.
@@ -94,7 +95,7 @@ grid_done() {
 }
 
 # grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside;
-# REDO_OPS: ops whose every cell is measured again) resumed, OPS first, starting no cell after
+# REDO_OPS: ops whose every cell, up to REDO_MAX_N if set, is measured again) resumed, OPS first, starting no cell after
 # UNTIL seconds into the call; cells under 0.95x or whose auto plan changed are measured again;
 # earlier cells outside OPS x DTYPES kept as they were. Results tarred to $OUT/results.tgz.
 grid_goes_on() {
