@@ -127,10 +127,14 @@ inline bool valid_threads(int threads) {
   return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;
 }
 
-// Launches above 48 KiB of dynamic shared memory must opt in, per kernel.
+// Launches above 48 KiB of shared memory, the kernel's static arrays and `bytes` of dynamic
+// together, must opt in, per kernel (H100, session 13: getrs_small at complex128 32 x 64, 48 KiB
+// dynamic + 256 B static, failed with cudaErrorInvalidValue when only the dynamic part counted).
 template <typename Kernel>
 cudaError_t allow_shared(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
+  cudaFuncAttributes attributes{};
+  if (cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) return err;
+  if (bytes + attributes.sharedSizeBytes <= 48 * 1024) return cudaSuccess;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes));
 }
