@@ -150,7 +150,9 @@ __global__ void __launch_bounds__(kThreads)
     if (updates && nonzero && row != best_row && !((done >> row) & 1)) {
       const T x = s[row + k * n];
       const T l = reciprocal ? x * inverse : x / pivot;
-      for (int j = k + 1 + col0; j < n; j += cols_per_pass) s[row + j * n] -= l * s[best_row + j * n];
+      for (int j = k + 1 + col0; j < n; j += cols_per_pass) {
+        s[row + j * n] -= l * s[best_row + j * n];
+      }
     }
     if (tid == 0) row_of_step[k] = best_row, pivot_of_step[k] = best_place;
     // LAPACK swaps logical rows k and best_place: the row at place k moves there.
@@ -162,7 +164,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   for (int e = tid; e < size; e += nthreads) lu[e] = s[row_of_step[e % n] + (e / n) * n];
-  for (int i = tid; i < n; i += nthreads) pivots[i] = pivot_of_step[i], permutation[i] = row_of_step[i];
+  for (int i = tid; i < n; i += nthreads) {
+    pivots[i] = pivot_of_step[i];
+    permutation[i] = row_of_step[i];
+  }
 }
 
 // One block per system (getrs_small_batched): L U and B to shared memory (B's rows permuted for

@@ -1172,10 +1172,13 @@ def test_auto_takes_the_small_lu_kernel_up_to_64():
         plan = jcm.explain("lu_factor", shape, np.float32, gpu="No Such GPU")
         assert (plan.strategy, plan.lanes) == ("batched", 1), plan
     # Lanes do not apply to the kernel; a rectangular matrix or n > 64 is not its.
-    assert jcm.explain("lu_factor", (8, 32, 32), np.float32, strategy="batched", lanes=4).lanes == 1
-    assert jcm.explain("lu_factor", (8, 65, 65), np.float32, strategy="batched", lanes=4).lanes == 4
-    assert not jcm.explain("lu_factor", (4, 32, 16), np.float32, strategy="batched").runs_small_kernel
-    assert jcm.explain("lu_factor", (4, 65, 65), np.float32, gpu="No Such GPU").strategy != "batched"
+    requested = dict(strategy="batched", lanes=4)
+    assert jcm.explain("lu_factor", (8, 32, 32), np.float32, **requested).lanes == 1
+    assert jcm.explain("lu_factor", (8, 65, 65), np.float32, **requested).lanes == 4
+    assert not jcm.explain("lu_factor", (4, 32, 16), np.float32,
+                           strategy="batched").runs_small_kernel
+    plan = jcm.explain("lu_factor", (4, 65, 65), np.float32, gpu="No Such GPU")
+    assert plan.strategy != "batched"
 
 
 def test_the_small_lu_kernel_is_one_call_without_guard(claim_extension):

@@ -130,3 +130,16 @@ grid_sharded() {
   echo "render rc=$? at $((SECONDS - t0)) s"
   grid_done
 }
+
+# table_with FILES...: the shipped table rebuilt from its own sources and FILES (benchmark JSON
+# of this call) into the installed package, so that the grid's cells after it run what `auto`
+# will ship; a copy to $OUT/r/h100-table.json.
+table_with() {
+  local installed src
+  installed=$(cd /tmp && python3 -c "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
+  src=$(python3 -c "import json; print(' '.join(json.load(open('jax_cusolver_ms/tables/h100.json'))['built_from']))")
+  python3 -m benchmarks.build_table $src "$@" --out "$installed/tables/h100.json" \
+    > "$OUT/r/build_table.txt" 2>&1
+  echo "table rc=$? at $((SECONDS - t0)) s"; tail -1 "$OUT/r/build_table.txt"
+  cp "$installed/tables/h100.json" "$OUT/r/h100-table.json"
+}

@@ -13,12 +13,7 @@ timeout "$(kill_at "${BENCH_S:-150}")" python3 -m benchmarks.bench --ops lu_fact
   > "$OUT/r/bench.txt" 2>&1
 echo "bench rc=$? at $((SECONDS - t0)) s"
 tar czf "$OUT/results.tgz" -C "$OUT" r
-installed=$(cd /tmp && python3 -c "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
-src=$(python3 -c "import json; print(' '.join(json.load(open('jax_cusolver_ms/tables/h100.json'))['built_from']))")
-python3 -m benchmarks.build_table $src "$OUT"/r/s13-lu-kernel_*.json \
-  --out "$installed/tables/h100.json" > "$OUT/r/build_table.txt" 2>&1
-echo "table rc=$? at $((SECONDS - t0)) s"; tail -3 "$OUT/r/build_table.txt"
-cp "$installed/tables/h100.json" "$OUT/r/h100-table.json"
+table_with "$OUT"/r/s13-lu-kernel_*.json
 (cd /tmp && python3 -c "
 import jax_cusolver_ms as jcm, numpy as np
 for b in (1, 4, 16, 64, 256):

@@ -16,12 +16,7 @@ timeout "$(kill_at "${BENCH2_S:-70}")" python3 -m benchmarks.bench --ops solve,i
   --out "$OUT/r" --shapes 1x16,16x16,256x16,1x64,16x64,256x64 > "$OUT/r/bench2.txt" 2>&1
 echo "bench2 rc=$? at $((SECONDS - t0)) s"
 tar czf "$OUT/results.tgz" -C "$OUT" r
-installed=$(cd /tmp && python3 -c "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
-src=$(python3 -c "import json; print(' '.join(json.load(open('jax_cusolver_ms/tables/h100.json'))['built_from']))")
-python3 -m benchmarks.build_table $src "$OUT"/r/s13-lu-kernel-1024_*.json \
-  --out "$installed/tables/h100.json" > "$OUT/r/build_table.txt" 2>&1
-echo "table rc=$? at $((SECONDS - t0)) s"; tail -1 "$OUT/r/build_table.txt"
-cp "$installed/tables/h100.json" "$OUT/r/h100-table.json"
+table_with "$OUT"/r/s13-lu-kernel-1024_*.json
 REDO_OPS=solve,inv,det,lu_factor REDO_MAX_N=64 DTYPES=${DTYPES:-float32,float64} \
   grid_goes_on "solve,inv,det,lu_factor${GRID_OPS:+,$GRID_OPS}" "${UNTIL:-360}"
 grep -E "^\| (lu_factor|solve|inv)" "$OUT/r/bench.txt" "$OUT/r/bench2.txt" | cut -d: -f2 | cut -c1-130
