@@ -92,6 +92,11 @@ __device__ void copy_matrix(T* dst, int ld_dst, const T* src, int ld_src, int ro
   __syncthreads();
 }
 
+// The most static shared memory (__shared__ arrays: reductions, pivot lists) any kernel here
+// declares (ptxas -v, session 13: 784 B at most); launches budget for it next to their dynamic
+// shared memory.
+constexpr size_t kStaticShared = 1024;
+
 // Where a kernel keeps its matrix: in shared memory when it fits next to the kernel's own
 // scratch (the kernels are latency-bound: one step per column, each a few dependent passes over
 // the matrix, which shared memory answers several times faster than L2), else in place in
@@ -114,7 +119,6 @@ inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
   }
   const int64_t ld = rows | 1;
   const size_t tile = static_cast<size_t>(ld) * static_cast<size_t>(cols) * elem_bytes;
-  constexpr size_t kStaticShared = 1024;  // the kernels' own __shared__ arrays (reductions)
   if (cols > 0 && scratch_bytes + tile + kStaticShared <= static_cast<size_t>(optin)) {
     place.ld_shared = static_cast<int>(ld);
     place.smem_bytes = scratch_bytes + tile;
@@ -130,11 +134,10 @@ inline bool valid_threads(int threads) {
 // Launches above 48 KiB of shared memory, the kernel's static arrays and `bytes` of dynamic
 // together, must opt in, per kernel (H100, session 13: getrs_small at complex128 32 x 64, 48 KiB
 // dynamic + 256 B static, failed with cudaErrorInvalidValue when only the dynamic part counted).
+// Opting in where it was not needed is harmless; no query of the kernel on every launch.
 template <typename Kernel>
 cudaError_t allow_shared(Kernel kernel, size_t bytes) {
-  cudaFuncAttributes attributes{};
-  if (cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) return err;
-  if (bytes + attributes.sharedSizeBytes <= 48 * 1024) return cudaSuccess;
+  if (bytes + kStaticShared <= 48 * 1024) return cudaSuccess;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes));
 }

@@ -54,7 +54,7 @@ def _syevd_cuda(a, *, lower, jacobi, strategy, lanes):
     n = a.shape[-1]
     choice = _strategy.choose("syevj" if jacobi else "syevd", batch_size(a, 2), (n, n), a.dtype,
                               strategy, lanes)
-    if choice.op == "syevj" and choice.strategy == "batched":
+    if choice.runs_small_kernel:
         # The Jacobi kernel writes NaN itself for a matrix holding NaN / Inf or not converged,
         # and touches no other: neither guard nor mask, one launch in all.
         return _syevd_ffi(a, choice, lower=lower, jacobi=jacobi, mask=False)
