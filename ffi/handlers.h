@@ -9,7 +9,9 @@
   X(jcm_getrs)          \
   X(jcm_getrs_small)    \
   X(jcm_potrf)          \
+  X(jcm_potrf_small)    \
   X(jcm_potrs)          \
+  X(jcm_potrs_small)    \
   X(jcm_geqrf)          \
   X(jcm_orgqr)          \
   X(jcm_ormqr)          \

@@ -6,6 +6,7 @@
 #include <cuda/std/complex>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -124,6 +125,65 @@ inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
     place.smem_bytes = scratch_bytes + tile;
   }
   return place;
+}
+
+// The launch shape of the one-block-per-matrix kernels of n <= 64 in shared memory
+// (getrf_small, potrf_small): thread (row, c) of the block works on row tid % n in columns
+// c, c + cols_per_pass, ... A few matrices: up to kThreads per matrix, for latency. More than
+// two per SM: the fewest warps that hold a thread per row, for throughput (other blocks fill
+// the SM anyway). H100 float32 getrf_small, JAX / the kernel with kThreads per matrix: 256x32
+// 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087; one thread per row 1024x32 0.053 (session 13).
+struct SmallLaunch {
+  int threads = 0;
+  int cols_per_pass = 0;
+};
+
+inline SmallLaunch small_launch(int64_t count, int n) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();  // unknown: the latency shape
+    sms = 0;
+  }
+  const int per_matrix = sms > 0 && count > 2 * sms ? (n + 31) / 32 * 32 : kThreads;
+  SmallLaunch launch;
+  launch.cols_per_pass = std::min(n, std::max(1, per_matrix / std::max(n, 1)));
+  launch.threads = (n * launch.cols_per_pass + 31) / 32 * 32;
+  return launch;
+}
+
+// Triangular solves of one right-hand side by one warp (n <= 64), lane l holding rows l and
+// l + 32 in y: step k is one shuffle (the solved entry to every lane) and one update per lane,
+// no barrier. entry(i, k) is the triangle's element (i >= k for the lower solve, i <= k for the
+// upper one); a unit triangle's diagonal is never read. Every lane of the warp calls.
+template <typename T, typename Entry>
+__device__ void warp_solve_lower(int n, T (&y)[2], Entry entry, bool unit) {
+  const int lane = threadIdx.x % 32;
+  for (int k = 0; k < n; ++k) {
+    T yk = shfl_idx(k < 32 ? y[0] : y[1], k % 32);
+    if (!unit) yk = yk / entry(k, k);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = lane + 32 * h;
+      if (i > k && i < n) y[h] -= entry(i, k) * yk;
+      if (i == k) y[h] = yk;
+    }
+  }
+}
+
+template <typename T, typename Entry>
+__device__ void warp_solve_upper(int n, T (&y)[2], Entry entry, bool unit) {
+  const int lane = threadIdx.x % 32;
+  for (int k = n - 1; k >= 0; --k) {
+    T xk = shfl_idx(k < 32 ? y[0] : y[1], k % 32);
+    if (!unit) xk = xk / entry(k, k);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = lane + 32 * h;
+      if (i < k) y[h] -= entry(i, k) * xk;
+      if (i == k) y[h] = xk;
+    }
+  }
 }
 
 // A block size a kernel whose block size is a launch parameter takes.

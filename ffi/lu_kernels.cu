@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads)
 // one update per lane, no barrier. LAPACK's order: A = P^T L U, so A x = b is L U x = P b, and
 // A^T x = b is U^T L^T (P x) = b.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     getrs_small_kernel(int n, int nrhs, int trans, const T* lu_all, const int* pivots_all,
                        const T* b_all, T* x_all) {
   __shared__ int row_at[kGetrfSmallMaxN];  // A[row_at] = L U
@@ -207,47 +207,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   auto L = [&](int i, int k) { return lu[i + k * n]; };
-  auto op = [&](T v) { return trans == 2 ? conj_of(v) : v; };
-  const int warps = nthreads / 32;
-  for (int j = tid / 32; j < nrhs; j += warps) {
+  auto op_transposed = [&](int i, int k) {  // op(L U)'s factors read transposed: op(A)(i, k)
+    const T v = lu[k + i * n];
+    return trans == 2 ? conj_of(v) : v;
+  };
+  for (int j = tid / 32; j < nrhs; j += nthreads / 32) {
     T y[2] = {lane < n ? rhs[lane + j * n] : T(0), lane + 32 < n ? rhs[lane + 32 + j * n] : T(0)};
-    auto entry = [&](int k) { return shfl_idx(k < 32 ? y[0] : y[1], k % 32); };
     if (trans == 0) {
-      for (int k = 0; k < n; ++k) {  // L y = P b, L unit lower
-        const T yk = entry(k);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = lane + 32 * h;
-          if (i > k && i < n) y[h] -= L(i, k) * yk;
-        }
-      }
-      for (int k = n - 1; k >= 0; --k) {  // U x = y
-        const T xk = entry(k) / L(k, k);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = lane + 32 * h;
-          if (i < k) y[h] -= L(i, k) * xk;
-          if (i == k) y[h] = xk;
-        }
-      }
+      warp_solve_lower(n, y, L, true);   // L y = P b, L unit lower
+      warp_solve_upper(n, y, L, false);  // U x = y
     } else {
-      for (int k = 0; k < n; ++k) {  // op(U) z = b, op(U) lower: op(U)(i, k) = op(U(k, i))
-        const T zk = entry(k) / op(L(k, k));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = lane + 32 * h;
-          if (i > k && i < n) y[h] -= op(L(k, i)) * zk;
-          if (i == k) y[h] = zk;
-        }
-      }
-      for (int k = n - 1; k >= 0; --k) {  // op(L) w = z, op(L) unit upper
-        const T wk = entry(k);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = lane + 32 * h;
-          if (i < k) y[h] -= op(L(k, i)) * wk;
-        }
-      }
+      warp_solve_lower(n, y, op_transposed, false);  // op(U) z = b, op(U) lower
+      warp_solve_upper(n, y, op_transposed, true);   // op(L) w = z, op(L) unit upper
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -364,25 +335,12 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
-  const int cols = static_cast<int>(n);
-  // A few matrices: up to kThreads per matrix, for latency. More than two per SM: the fewest
-  // warps that hold a thread per row, for throughput (every warp repeats the pivot search, and
-  // the other warps' blocks fill the SM anyway). H100 float32, JAX / the kernel with kThreads
-  // per matrix: 256x32 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087 (s13-lu-kernel).
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();  // unknown: the latency shape
-    sms = 0;
-  }
-  const int per_matrix = sms > 0 && count > 2 * sms ? (cols + 31) / 32 * 32 : kThreads;
-  const int cols_per_pass = std::min(cols, std::max(1, per_matrix / cols));
-  const int threads = (cols * cols_per_pass + 31) / 32 * 32;
+  const SmallLaunch launch = small_launch(count, static_cast<int>(n));
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   if (cudaError_t err = allow_shared(getrf_small_kernel<D>, smem); err != cudaSuccess) return err;
-  getrf_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(
-      cols, cols_per_pass, reinterpret_cast<const D*>(a), reinterpret_cast<D*>(lu), pivots,
-      permutation);
+  getrf_small_kernel<D><<<static_cast<unsigned>(count), launch.threads, smem, stream>>>(
+      static_cast<int>(n), launch.cols_per_pass, reinterpret_cast<const D*>(a),
+      reinterpret_cast<D*>(lu), pivots, permutation);
   return cudaGetLastError();
 }
 
@@ -395,7 +353,9 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
       trans > 2) {
     return cudaErrorInvalidValue;
   }
-  const int threads = 32 * static_cast<int>(std::min<int64_t>(nrhs, kWarps));
+  // A warp per right-hand side, up to the block's 32: inv's n = 64 right-hand sides take two
+  // solves per warp, not eight (H100 float32 inv 64x64 with 8 warps: 1.44x JAX, n = 16 2.58x).
+  const int threads = 32 * static_cast<int>(std::min<int64_t>(nrhs, kMaxThreads / 32));
   const size_t smem = static_cast<size_t>(n * n + n * nrhs) * sizeof(D);
   if (cudaError_t err = allow_shared(getrs_small_kernel<D>, smem); err != cudaSuccess) return err;
   getrs_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(

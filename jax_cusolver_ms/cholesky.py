@@ -41,6 +41,9 @@ def _potrf_cuda(a, *, lower, strategy, lanes):
     choice = _strategy.choose("potrf", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
     if not choice.uses_ffi:
         return _potrf_jax(a, lower=lower, strategy=strategy, lanes=lanes)
+    if choice.runs_small_kernel:  # one launch: the zero triangle and the NaN written in-kernel
+        return ffi_solver_call("jcm_potrf_small", [a], [jax.ShapeDtypeStruct(a.shape, a.dtype)],
+                               matrix_operands={0}, matrix_results={0}, lower=lower)
     factor, info = ffi_solver_call(
         "jcm_potrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(a.shape[:-2], np.int32)],
@@ -109,6 +112,10 @@ def _potrs_cuda(c, b, *, lower, strategy, lanes):
                               nrhs=b.shape[-1])
     if not choice.uses_ffi:
         return _potrs_jax(c, b, lower=lower, strategy=strategy, lanes=lanes)
+    if choice.runs_small_kernel:  # one launch, any right-hand sides up to its limit
+        return ffi_solver_call("jcm_potrs_small", [c, b], [jax.ShapeDtypeStruct(b.shape, b.dtype)],
+                               matrix_operands={0, 1}, matrix_results={0}, aliases={1: 0},
+                               lower=lower)
     x, _info = ffi_solver_call(
         "jcm_potrs", [c, b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(c.shape[:-2], np.int32)],

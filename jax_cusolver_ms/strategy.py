@@ -99,11 +99,13 @@ SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj"}
 # syevjBatched); getrf ffi/lu_kernels.cu getrf_small_batched (in place of cuBLAS getrfBatched,
 # which takes 4 launches with JAX's pivot conversions around it: H100 float32 lu_factor 256x16
 # JAX 0.048 ms); getrs getrs_small_batched (JAX's lu_solve: a permutation and two batched
-# triangular solves). syevj's and getrf's write NaN for a non-finite matrix themselves: no guard
-# around them (tables.UNGUARDED_KERNELS); getrs has none on any path.
-SMALL_KERNEL_MAX_N = {**_tables.UNGUARDED_KERNELS, "getrs": 64}
+# triangular solves); potrf / potrs ffi/cholesky_kernels.cu (in place of potrfBatched and
+# JAX's two batched triangular solves). syevj's and getrf's write NaN for a non-finite matrix
+# themselves: no guard around them (tables.UNGUARDED_KERNELS); getrs, potrf and potrs have none
+# on any path (potrf's NaN for a failed factorization is the kernel's own).
+SMALL_KERNEL_MAX_N = {**_tables.UNGUARDED_KERNELS, "getrs": 64, "potrf": 64, "potrs": 64}
 # ... and, for the solves, up to this many right-hand sides (inv's n included).
-SMALL_KERNEL_MAX_NRHS = {"getrs": 64}
+SMALL_KERNEL_MAX_NRHS = {"getrs": 64, "potrs": 64}
 
 
 def small_kernel(op: str, rows: int, cols: int, nrhs: int = 0) -> bool:
@@ -242,13 +244,13 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         raise ValueError(f"unknown op {op!r}; known: {known}")
     dtype = np.dtype(dtype).name
     n = max(rows, cols)
+    kernel = small_kernel(op, rows, cols, nrhs)
     batched_ok = (not (op in SQUARE_ONLY_BATCHED and rows != cols)
-                  and not (op in ONE_RHS_BATCHED and nrhs > 1) and BATCHED_MAX_N[op] > 0
-                  and n <= BATCHED_API_MAX_N.get(op, n))
+                  and not (op in ONE_RHS_BATCHED and nrhs > 1 and not kernel)
+                  and BATCHED_MAX_N[op] > 0 and n <= BATCHED_API_MAX_N.get(op, n))
     cap = max(1, batch)
     make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
                                                     max(1, min(l, cap)), why, src, times, nrhs)
-    kernel = small_kernel(op, rows, cols, nrhs)
 
     if strategy != "auto":
         if strategy == "sequential":
@@ -307,17 +309,18 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
             why += f" vs JAX's own {times[_tables.XLA]:.3g} ms"
         return make(best_strategy, best_lanes, why, table.source, estimate.times_ms)
 
-    # A lane count given with auto asks for our FFI path: the rules that defer to JAX step aside.
+    # A lane count given with auto asks for our FFI path: the rules that defer to JAX step aside,
+    # and where that path is the one-launch kernel, the lanes do not apply.
+    if kernel and batched_ok:
+        return make("batched", 1, f"n={n} <= {SMALL_KERNEL_MAX_N[op]}: this project's one-launch "
+                    "kernel (the matrix in shared memory) beats the library calls here" +
+                    ("; lanes do not apply" if lanes else ""), "heuristic")
     if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op] and not lanes:
         return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
                     "or faster here (measured)", "heuristic")
     if op in BLOCKED_MIN_N and n >= BLOCKED_MIN_N[op] and not lanes:
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
-                    "heuristic")
-    if kernel and batched_ok and not lanes:
-        return make("batched", 1, f"n={n} <= {SMALL_KERNEL_MAX_N[op]}: this project's one-launch "
-                    "kernel (the matrix in shared memory) beats the library calls here",
                     "heuristic")
     if batch <= 1 and op not in SINGLE_MATRIX_KERNEL:
         # JAX's own lowering of a single matrix is that one cuSOLVER call on XLA's stream

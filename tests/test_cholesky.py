@@ -699,7 +699,7 @@ def test_threads_gpu(rng):
 # FFI dispatch: the CUDA lowering (checked by exporting, no GPU needed) and the CPU one
 # ---------------------------------------------------------------------------------------------
 
-_TARGETS = ("jcm_potrf", "jcm_potrs")
+_TARGETS = ("jcm_potrf", "jcm_potrs", "jcm_potrf_small", "jcm_potrs_small")
 
 
 def _cuda_module_text(fn, *args):
@@ -715,11 +715,12 @@ def _custom_calls(text, target):
 
 @strategy_param
 def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
-    # Under auto, these small batches go to JAX's own lowering (potrfBatched / trsm, as JAX):
-    # with a lane count given, auto keeps to the FFI.
+    # n = 80: above the small kernels' n. Under auto, these batches go to JAX's own lowering
+    # (potrfBatched / trsm, as JAX): with a lane count given, auto keeps to the FFI.
     kw = dict(strategy=strategy, lanes=2 if strategy == "auto" else None)
-    a = spd(rng, (4, 16, 16), np.float32)
-    b1, b4, b16 = (random_rhs(rng, (4, 16, k), np.float32) for k in (1, 4, 16))
+    n = 80
+    a = spd(rng, (4, n, n), np.float32)
+    b1, b4, b16 = (random_rhs(rng, (4, n, k), np.float32) for k in (1, 4, 16))
 
     def f(a, b1, b4, b16):
         c = cho_factor(a, **kw)
@@ -742,6 +743,113 @@ def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
         assert all("strategy = 1 : i32" in line for line in potrf + potrs)
     # JAX's own cuSOLVER Cholesky is not used next to ours.
     assert "cusolver_potrf" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The small-matrix kernels (n <= 64: ffi/cholesky_kernels.cu potrf_small / potrs_small)
+# ---------------------------------------------------------------------------------------------
+
+SMALL_KERNEL_N = [1, 2, 3, 7, 8, 16, 31, 32, 33, 48, 63, 64]
+
+
+def test_auto_takes_the_small_cholesky_kernels_up_to_64():
+    import jax_cusolver_ms as jcm
+
+    for shape in [(16, 16), (1, 32, 32), (4, 64, 64), (256, 8, 8)]:
+        for op, nrhs in (("cholesky", 1), ("cho_solve", 1), ("cho_solve", 64)):
+            plan = jcm.explain(op, shape, np.float32, nrhs=nrhs, gpu="No Such GPU")
+            assert plan.runs_small_kernel and plan.lanes == 1, plan
+    # A lane count given with auto: the kernel still (lanes do not apply to it).
+    plan = jcm.explain("cholesky", (8, 32, 32), np.float32, lanes=4, gpu="No Such GPU")
+    assert plan.runs_small_kernel and plan.lanes == 1, plan
+    assert jcm.explain("cholesky", (8, 32, 32), np.float32, strategy="batched",
+                       lanes=4).lanes == 1
+    # n > 64, or more than 64 right-hand sides: not the kernel's.
+    assert not jcm.explain("cholesky", (4, 65, 65), np.float32, strategy="batched",
+                           gpu="No Such GPU").runs_small_kernel
+    plan = jcm.explain("cho_solve", (4, 32, 32), np.float32, nrhs=65, gpu="No Such GPU")
+    assert not plan.runs_small_kernel and plan.strategy == "xla", plan
+
+
+def test_the_small_cholesky_kernels_are_one_call_each(rng, claim_extension):
+    a = spd(rng, (4, 16, 16), np.float32)
+    b = random_rhs(rng, (4, 16, 3), np.float32)
+
+    def f(a, b):
+        c = cho_factor(a, strategy="batched")
+        return cholesky(a, strategy="batched"), cho_solve(c, b, strategy="batched")
+
+    text = _cuda_module_text(f, a, b)
+    assert len(_custom_calls(text, "jcm_potrf_small")) == 2
+    assert len(_custom_calls(text, "jcm_potrs_small")) == 1
+    # Neither the generic targets nor the select / tril around them: the kernel writes both.
+    assert not _custom_calls(text, "jcm_potrf") and not _custom_calls(text, "jcm_potrs")
+    ops = [line for line in text.splitlines() if not line.lstrip().startswith("#loc")]
+    assert not any("stablehlo.select" in line or "custom_call @cusolver" in line for line in ops)
+
+
+@requires_gpu
+@pytest.mark.parametrize("n", SMALL_KERNEL_N)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_cholesky_kernel_matches_lapack(rng, dtype, n):
+    import jax_cusolver_ms as jcm
+
+    a = spd(rng, (5, n, n), dtype)
+    assert jcm.explain("cholesky", a.shape, dtype, strategy="batched").runs_small_kernel
+    tol = rtol_for(dtype, n, condition_number(a))
+    for lower in (True, False):
+        garbage = with_garbage(rng, a, keep_lower=lower)  # the other triangle is never read
+        c, _ = cho_factor(jnp.asarray(garbage), lower, strategy="batched")
+        check_factor(a, c, lower, dtype)
+        assert rel_err(c, reference_factor(a, lower)) <= tol, lower
+        assert rel_err(c, jsl.cho_factor(garbage, lower)[0]) <= tol, lower
+
+
+@requires_gpu
+@pytest.mark.parametrize("n", [1, 2, 7, 32, 33, 64])
+@pytest.mark.parametrize("nrhs", [1, 3, 33, 64])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_cho_solve_kernel_matches_numpy(rng, dtype, n, nrhs, lower):
+    import jax_cusolver_ms as jcm
+
+    a = spd(rng, (3, n, n), dtype)
+    b = random_rhs(rng, (3, n, nrhs), dtype)
+    assert jcm.explain("cho_solve", a.shape, dtype, strategy="batched",
+                       nrhs=nrhs).runs_small_kernel
+    c, _ = jsl.cho_factor(a, lower)
+    c = with_garbage(rng, np.asarray(c), keep_lower=lower)  # the other triangle never read
+    x = np.asarray(cho_solve((c, lower), jnp.asarray(b), strategy="batched"))
+    assert x.dtype == dtype and x.shape == b.shape
+    assert solve_residual(a, x, b, False) <= rtol_for(dtype, n)
+    assert rel_err(x, numpy_solve(a, b, False)) <= rtol_for(dtype, n, condition_number(a))
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_cholesky_kernel_failures_are_jax_s(rng, dtype):
+    # Not positive definite at the first, a middle and the last column: NaN exactly where JAX
+    # puts it. NaN or Inf in the triangle read: a NaN pivot follows, which LAPACK's test
+    # (d <= 0 or NaN) makes a failure, so the kernel's whole triangle is NaN; JAX's (cuSOLVER
+    # or LAPACK on the CPU: H100 / CPU session 14) holds NaN where it spread, not everywhere.
+    # NaN in the triangle not read: no effect.
+    n = 40
+    clean = spd(rng, (7, n, n), dtype)
+    a = clean.copy()
+    a[0, 0, 0] = -1
+    a[1, 17, 17] = 0
+    a[2, n - 1, n - 1] = -a[2, n - 1, n - 1]
+    a[3, 9, 4] = np.nan
+    a[4, 30, 2] = np.inf
+    a[5, 2, 30] = np.nan  # the upper triangle: never read by the lower factor
+    for lower in (True, False):
+        x = a if lower else herm(a)  # the same triangles, read as the upper one
+        got = np.asarray(cho_factor(jnp.asarray(x), lower, strategy="batched")[0])
+        ref = np.asarray(jsl.cho_factor(x, lower)[0])
+        np.testing.assert_array_equal(np.isnan(got[:3]), np.isnan(ref[:3]), err_msg=str(lower))
+        assert np.isnan(got[:5]).sum(axis=(-2, -1)).tolist() == [n * (n + 1) // 2] * 5
+        assert np.isnan(ref[3:5]).any(axis=(-2, -1)).all()
+        check_factor(clean[5:], got[5:], lower, dtype)
 
 
 def test_cuda_lowering_without_extension_uses_jax(rng, monkeypatch):
@@ -807,7 +915,8 @@ def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, claim_extens
         auto = jcm.explain("cho_solve", shape, np.float32)
         assert (asked.strategy, asked.lanes) == (auto.strategy, auto.lanes), (asked, auto)
         assert "no blocked algorithm" in asked.reason
-    a, b = spd(rng, (4, 16, 16), np.float32), random_rhs(rng, (4, 16, 1), np.float32)
+    # n = 80: above the small kernels' n, which take no lanes.
+    a, b = spd(rng, (4, 80, 80), np.float32), random_rhs(rng, (4, 80, 1), np.float32)
     text = _cuda_module_text(lambda a, b: cho_solve(cho_factor(a, strategy="blocked"), b,
                                                     strategy="blocked", lanes=2), a, b)
     (potrf,), (potrs,) = _custom_calls(text, "jcm_potrf"), _custom_calls(text, "jcm_potrs")

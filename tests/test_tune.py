@@ -1013,19 +1013,20 @@ def test_report_says_which_cells_below_parity_are_the_same_program():
 
 
 def test_bench_times_jax_once_where_auto_runs_its_very_program():
-    # cholesky of one matrix: auto runs JAX's own lowering with nothing around it (the same
-    # compiled program): ours is checked for its error but not timed again, its time is JAX's.
-    # With something of ours around it the program differs: both timed.
+    # cholesky of one matrix above the small kernel's n: auto runs JAX's own lowering with
+    # nothing around it (the same compiled program): ours is checked for its error but not timed
+    # again, its time is JAX's. With something of ours around it the program differs: both timed.
     bench = importlib.import_module("benchmarks.bench")
     args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto"])
-    cell = bench.run_cell(bench.OPS["cholesky"], "float32", 1, 8, args, None, seed=0)
+    n = 80
+    cell = bench.run_cell(bench.OPS["cholesky"], "float32", 1, n, args, None, seed=0)
     ours, theirs = cell["impls"]["jcm:auto"], cell["impls"]["jax"]
     assert cell["status"] == "ok" and cell["same_program"] is True
     assert ours["same_program_as"] == "jax" and ours["ok"] is True
     assert ours["times_ms"] == theirs["times_ms"] and ours["median_ms"] == theirs["median_ms"]
     wrapped = dataclasses.replace(bench.OPS["cholesky"],
                                   ours=lambda a, **kw: jnp.tril(jcm.cholesky(a, **kw)))
-    cell = bench.run_cell(wrapped, "float32", 1, 8, args, None, seed=0)
+    cell = bench.run_cell(wrapped, "float32", 1, n, args, None, seed=0)
     assert cell["same_program"] is False and "same_program_as" not in cell["impls"]["jcm:auto"]
     assert cell["impls"]["jcm:auto"]["ok"] is True
     report = importlib.import_module("benchmarks.report")
