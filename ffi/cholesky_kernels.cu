@@ -114,12 +114,12 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// potrf_small's launch shape. Unlike getrf_small's pivot search, no warp repeats another's
-// work, so more threads per matrix only shorten each column step: for a few matrices up to
-// kMaxThreads; for more than two per SM, enough to fill the SM's threads next to the blocks its
-// shared memory holds. H100 with getrf_small's shape (256 threads; one per row from 2 x SMs),
-// kernel / JAX ms: float32 1 x 64 0.052 / 0.045, float64 1024 x 64 (7 blocks of 64 threads per
-// SM) 0.57x JAX (s14-cholesky-kernel).
+// potrf_small's launch shape: getrf_small's (small_launch) for up to two matrices per SM; for
+// more, enough threads per matrix to fill the SM next to the blocks its shared memory holds
+// (unlike getrf_small's pivot search, no warp repeats another's work). H100 kernel / JAX
+// (s14-cholesky-kernel*): float64 1024 x 64 with one thread per row (7 blocks of 64 threads
+// per SM) 0.57x, filled (320 threads) 0.75x; float32 0.81x / 1.13x. Up to 1024 threads for a
+// few matrices lost: float32 1 x 64 0.86x / 0.75x, float64 256 x 32 1.71x / 0.95x.
 SmallLaunch potrf_launch(int64_t count, int n, size_t smem) {
   int device = 0, sms = 0, smem_per_sm = 0, threads_per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -131,13 +131,11 @@ SmallLaunch potrf_launch(int64_t count, int n, size_t smem) {
     cudaGetLastError();  // unknown: getrf_small's shape
     return small_launch(count, n);
   }
+  if (count <= 2 * static_cast<int64_t>(sms)) return small_launch(count, n);
   const int rows = (n + 31) / 32 * 32;
-  int per_matrix = kMaxThreads;
-  if (count > 2 * static_cast<int64_t>(sms)) {
-    const int blocks = std::max<int>(
-        1, std::min<int>(32, static_cast<int>(smem_per_sm / (smem + kStaticShared))));
-    per_matrix = std::max(rows, threads_per_sm / blocks / 32 * 32);
-  }
+  const int blocks = std::max<int>(
+      1, std::min<int>(32, static_cast<int>(smem_per_sm / (smem + kStaticShared))));
+  const int per_matrix = std::max(rows, threads_per_sm / blocks / 32 * 32);
   SmallLaunch launch;
   launch.cols_per_pass = std::min(n, std::max(1, per_matrix / n));
   launch.threads = std::min(kMaxThreads, (n * launch.cols_per_pass + 31) / 32 * 32);
