@@ -826,6 +826,26 @@ def test_small_cho_solve_kernel_matches_numpy(rng, dtype, n, nrhs, lower):
 
 
 @requires_gpu
+@pytest.mark.parametrize("n", [5, 24, 64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+def test_small_cholesky_kernels_on_many_matrices(rng, dtype, n):
+    # More than two matrices per SM: potrf_small's other launch shape (the SM filled with
+    # threads next to the blocks its shared memory holds); a failure among them stays its own.
+    count = 700
+    a = spd(rng, (count, n, n), dtype)
+    a[count // 2, n - 1, n - 1] = -1
+    b = random_rhs(rng, (count, n, 2), dtype)
+    c, _ = cho_factor(jnp.asarray(a), True, strategy="batched")
+    c = np.asarray(c)
+    good = np.arange(count) != count // 2
+    assert np.isnan(c[count // 2]).sum() == n * (n + 1) // 2
+    check_factor(a[good], c[good], True, dtype)
+    x = np.asarray(cho_solve((c, True), jnp.asarray(b), strategy="batched"))
+    assert np.isnan(x[count // 2]).all()
+    assert solve_residual(a[good], x[good], b[good], False) <= rtol_for(dtype, n)
+
+
+@requires_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 def test_small_cholesky_kernel_failures_are_jax_s(rng, dtype):
     # Not positive definite at the first, a middle and the last column: NaN exactly where JAX
