@@ -1,0 +1,68 @@
+"""GPU probe for the grid's one WRONG cell: det float32 64 x 512 under `auto` (the blocked LU)
+had error 0.134 where JAX's had 0.0041 (bar: 20x JAX's), while lu_factor's backward error was
+JAX's (1.43e-6 vs 1.31e-6) and a NumPy emulation of the blocked LU gives LAPACK's det errors.
+
+On the same unit-determinant inputs as benchmarks/bench.py's det cells, per matrix: the det
+error of JAX's det and of jcm.det under each strategy, each factorization's backward error
+||P A - L U|| / ||A|| (float64), its growth factor max|U| / max|A|, and its pivots' agreement
+with JAX's. Prints the worst matrices and a summary line per implementation.
+
+    python -m benchmarks.diag.det_probe [--batch 64] [--n 512] [--seeds 3]
+"""
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import jax_cusolver_ms as jcm  # noqa: E402
+from benchmarks import bench  # noqa: E402
+
+STRATEGIES = ("blocked", "looped", "batched", "auto")
+
+
+def factor_stats(a64, lu, piv):
+    """Backward error and growth factor of each matrix's LU (float64 arithmetic)."""
+    n = a64.shape[-1]
+    lu = np.asarray(lu).astype(np.float64)
+    perm = np.asarray(jax.lax.linalg.lu_pivots_to_permutation(jnp.asarray(piv), n))
+    l = np.tril(lu, -1) + np.eye(n)
+    u = np.triu(lu)
+    pa = np.take_along_axis(a64, perm[..., :, None], axis=-2)
+    backward = np.linalg.norm(pa - l @ u, axis=(-2, -1)) / np.linalg.norm(a64, axis=(-2, -1))
+    growth = np.abs(u).max(axis=(-2, -1)) / np.abs(a64).max(axis=(-2, -1))
+    return backward, growth
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--n", type=int, default=512)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--dtype", default="float32")
+    args = p.parse_args()
+    print(f"backend {jax.default_backend()}, {args.batch} x {args.n} {args.dtype}")
+    for seed in range(args.seeds):
+        (a,), truth = bench._unit_det(jax.random.PRNGKey(seed), args.batch, args.n,
+                                      np.dtype(args.dtype))
+        a64 = np.asarray(a).astype(np.float64)
+        truth = np.asarray(truth)
+        rows = {"jax": (np.asarray(jnp.linalg.det(a)), jax.scipy.linalg.lu_factor(a))}
+        for s in STRATEGIES:
+            rows[s] = (np.asarray(jcm.det(a, strategy=s)), jcm.lu_factor(a, strategy=s))
+        jax_piv = np.asarray(rows["jax"][1][1])
+        print(f"seed {seed}: {'impl':>8} {'max det err':>12} {'median':>10} {'worst at':>8} "
+              f"{'max backward':>12} {'max growth':>10} {'pivots = JAX':>12}")
+        for name, (d, (lu, piv)) in rows.items():
+            err = np.abs(d.astype(np.float64) - truth) / np.abs(truth)
+            backward, growth = factor_stats(a64, lu, piv)
+            same = float(np.mean(np.all(np.asarray(piv) == jax_piv, axis=-1)))
+            print(f"seed {seed}: {name:>8} {err.max():12.3g} {np.median(err):10.3g} "
+                  f"{int(err.argmax()):8d} {backward.max():12.3g} {growth.max():10.3g} "
+                  f"{same:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
