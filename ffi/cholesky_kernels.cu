@@ -4,7 +4,6 @@
 
 #include <cuda/std/limits>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -114,34 +113,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// potrf_small's launch shape: getrf_small's (small_launch) for up to two matrices per SM; for
-// more, enough threads per matrix to fill the SM next to the blocks its shared memory holds
-// (unlike getrf_small's pivot search, no warp repeats another's work). H100 kernel / JAX
-// (s14-cholesky-kernel*): float64 1024 x 64 with one thread per row (7 blocks of 64 threads
-// per SM) 0.57x, filled (320 threads) 0.75x; float32 0.81x / 1.13x. Up to 1024 threads for a
-// few matrices lost: float32 1 x 64 0.86x / 0.75x, float64 256 x 32 1.71x / 0.95x.
-SmallLaunch potrf_launch(int64_t count, int n, size_t smem) {
-  int device = 0, sms = 0, smem_per_sm = 0, threads_per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
-                             device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
-          cudaSuccess) {
-    cudaGetLastError();  // unknown: getrf_small's shape
-    return small_launch(count, n);
-  }
-  if (count <= 2 * static_cast<int64_t>(sms)) return small_launch(count, n);
-  const int rows = (n + 31) / 32 * 32;
-  const int blocks = std::max<int>(
-      1, std::min<int>(32, static_cast<int>(smem_per_sm / (smem + kStaticShared))));
-  const int per_matrix = std::max(rows, threads_per_sm / blocks / 32 * 32);
-  SmallLaunch launch;
-  launch.cols_per_pass = std::min(n, std::max(1, per_matrix / n));
-  launch.threads = std::min(kMaxThreads, (n * launch.cols_per_pass + 31) / 32 * 32);
-  return launch;
-}
-
 }  // namespace
 
 template <typename T>
@@ -151,7 +122,8 @@ cudaError_t potrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, b
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kCholeskySmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
-  const SmallLaunch launch = potrf_launch(count, static_cast<int>(n), smem);
+  // Many matrices: the SM filled with threads (kernel_util.cuh small_launch).
+  const SmallLaunch launch = small_launch(count, static_cast<int>(n), smem);
   if (cudaError_t err = allow_shared(potrf_small_kernel<D>, smem); err != cudaSuccess) return err;
   potrf_small_kernel<D><<<static_cast<unsigned>(count), launch.threads, smem, stream>>>(
       static_cast<int>(n), launch.cols_per_pass, lower, reinterpret_cast<const D*>(a),

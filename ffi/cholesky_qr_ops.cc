@@ -369,20 +369,9 @@ ffi::Error potrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
 // with its other triangle zero and NaN where A is not positive definite, written in-kernel.
 ffi::Error potrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
                                ffi::Result<ffi::AnyBuffer> out, int32_t lower) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "potrf_small", "a"));
-  if (mb.rows != mb.cols || mb.rows > kCholeskySmallMaxN) {
-    return invalid_argument("potrf_small: a must be square with n <= " +
-                            std::to_string(kCholeskySmallMaxN) + ", got " +
-                            std::to_string(mb.rows) + " x " + std::to_string(mb.cols));
-  }
-  if (out->element_type() != a.element_type()) {
-    return invalid_argument("potrf_small: the factor must have the dtype of a");
-  }
-  if (out->untyped_data() == a.untyped_data() && a.size_bytes() > 0) {
-    return invalid_argument("potrf_small: the factor must not alias a");
-  }
-  JCM_RETURN_IF_ERROR(check_dims(out->dimensions(), batch_shape(a.dimensions(), 0, {}),
-                                 "potrf_small", "factor"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb,
+                       small_square_batch(a, kCholeskySmallMaxN, "potrf_small", "a"));
+  JCM_RETURN_IF_ERROR(check_small_result(a, out, "potrf_small", "factor"));
   return dispatch_solver_dtype(a.element_type(), "potrf_small", [&](auto tag) -> ffi::Error {
     using T = typename decltype(tag)::type;
     JCM_CUDA(potrf_small_batched(stream, mb.batch, mb.rows, lower != 0,
@@ -394,21 +383,10 @@ ffi::Error potrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
 
 ffi::Error potrs_small_handler(cudaStream_t stream, ffi::AnyBuffer c, ffi::AnyBuffer b,
                                ffi::Result<ffi::AnyBuffer> x, int32_t lower) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mc, split_matrix_batch(c.dimensions(), "potrs_small", "c"));
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "potrs_small", "b"));
-  if (mc.rows != mc.cols || mc.rows > kCholeskySmallMaxN || mbb.cols > kCholeskySmallMaxRhs) {
-    return invalid_argument("potrs_small: the factor must be square with n <= " +
-                            std::to_string(kCholeskySmallMaxN) + " and b have at most " +
-                            std::to_string(kCholeskySmallMaxRhs) + " columns");
-  }
-  if (b.element_type() != c.element_type() || x->element_type() != c.element_type()) {
-    return invalid_argument("potrs_small: the factor, b and x must have the same dtype");
-  }
-  if (mbb.batch != mc.batch || mbb.rows != mc.rows) {
-    return invalid_argument("potrs_small: b must have shape batch + (n, nrhs)");
-  }
-  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}),
-                                 "potrs_small", "x"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mc,
+                       small_square_batch(c, kCholeskySmallMaxN, "potrs_small", "c"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb,
+                       small_rhs_batch(c, mc, b, x, kCholeskySmallMaxRhs, "potrs_small"));
   return dispatch_solver_dtype(c.element_type(), "potrs_small", [&](auto tag) -> ffi::Error {
     using T = typename decltype(tag)::type;
     JCM_CUDA(potrs_small_batched(stream, mc.batch, mc.rows, mbb.cols, lower != 0,

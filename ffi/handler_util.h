@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batch_kernels.h"
+#include "dispatch.h"
 #include "driver.h"
 #include "status.h"
 
@@ -74,6 +75,50 @@ ffi::Error fill_pointers(cudaStream_t stream, T** ptrs, T* base, int64_t stride,
   JCM_CUDA(fill_pointer_array(stream, reinterpret_cast<void**>(ptrs), base, stride * sizeof(T),
                               count));
   return ffi::Error::Success();
+}
+
+// The one-launch small-matrix kernels' operand checks (getrf_small, getrs_small, potrf_small,
+// potrs_small). The factored matrices: square, n <= max_n.
+inline ffi::ErrorOr<MatrixBatch> small_square_batch(ffi::AnyBuffer a, int64_t max_n,
+                                                    const char* op, const char* operand) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), op, operand));
+  if (mb.rows != mb.cols || mb.rows > max_n) {
+    return invalid_argument(std::string(op) + ": " + operand + " must be square with n <= " +
+                            std::to_string(max_n) + ", got " + std::to_string(mb.rows) + " x " +
+                            std::to_string(mb.cols));
+  }
+  return mb;
+}
+
+// ... a factorization's result: a's shape and dtype, not a itself (the kernels read a whole
+// matrix into shared memory while other blocks write theirs).
+inline ffi::Error check_small_result(ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer>& out,
+                                     const char* op, const char* result) {
+  if (out->element_type() != a.element_type()) {
+    return invalid_argument(std::string(op) + ": " + result + " must have the dtype of a");
+  }
+  if (out->untyped_data() == a.untyped_data() && a.size_bytes() > 0) {
+    return invalid_argument(std::string(op) + ": " + result + " must not alias a");
+  }
+  return check_dims(out->dimensions(), batch_shape(a.dimensions(), 0, {}), op, result);
+}
+
+// ... a solve's right-hand sides: b and x (n, nrhs) per factor, nrhs <= max_rhs, of the
+// factor's dtype; returns b's batch split.
+inline ffi::ErrorOr<MatrixBatch> small_rhs_batch(ffi::AnyBuffer factor, MatrixBatch mf,
+                                                 ffi::AnyBuffer b,
+                                                 ffi::Result<ffi::AnyBuffer>& x,
+                                                 int64_t max_rhs, const char* op) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(b.dimensions(), op, "b"));
+  if (mb.batch != mf.batch || mb.rows != mf.rows || mb.cols > max_rhs) {
+    return invalid_argument(std::string(op) + ": b must have shape batch + (n, nrhs) with " +
+                            "nrhs <= " + std::to_string(max_rhs));
+  }
+  if (b.element_type() != factor.element_type() || x->element_type() != factor.element_type()) {
+    return invalid_argument(std::string(op) + ": the factor, b and x must have the same dtype");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), op, "x"));
+  return mb;
 }
 
 // Copies an operand into the result it is solved in place in, unless XLA aliased the two.

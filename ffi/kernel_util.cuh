@@ -129,26 +129,48 @@ inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
 
 // The launch shape of the one-block-per-matrix kernels of n <= 64 in shared memory
 // (getrf_small, potrf_small): thread (row, c) of the block works on row tid % n in columns
-// c, c + cols_per_pass, ... A few matrices: up to kThreads per matrix, for latency. More than
-// two per SM: the fewest warps that hold a thread per row, for throughput (other blocks fill
-// the SM anyway). H100 float32 getrf_small, JAX / the kernel with kThreads per matrix: 256x32
-// 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087; one thread per row 1024x32 0.053 (session 13).
+// c, c + cols_per_pass, ... A few matrices (up to two per SM): up to kThreads per matrix, for
+// latency. More: by default the fewest warps that hold a thread per row, for throughput (getrf:
+// every warp repeats the pivot search, and other blocks fill the SM anyway); with fill_smem (the
+// launch's dynamic shared memory) as many threads as fill the SM next to the blocks its shared
+// memory holds (potrf: no warp repeats another's work). H100 float32 getrf_small, JAX / kThreads
+// per matrix: 256x32 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087; a thread per row 0.053
+// (session 13). potrf_small vs JAX (s14-cholesky-kernel*): float64 1024 x 64 a thread per row (7
+// blocks of 64 threads per SM) 0.57x, filled (320 threads) 0.75x; float32 0.81x / 1.13x; up to
+// 1024 threads for a few matrices lost (float32 1 x 64 0.75x vs 0.86x, float64 256 x 32 0.95x
+// vs 1.71x).
 struct SmallLaunch {
   int threads = 0;
   int cols_per_pass = 0;
 };
 
-inline SmallLaunch small_launch(int64_t count, int n) {
-  int device = 0, sms = 0;
+inline SmallLaunch small_launch(int64_t count, int n, size_t fill_smem = 0) {
+  int device = 0, sms = 0, smem_per_sm = 0, threads_per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     cudaGetLastError();  // unknown: the latency shape
     sms = 0;
   }
-  const int per_matrix = sms > 0 && count > 2 * sms ? (n + 31) / 32 * 32 : kThreads;
+  const int rows = (n + 31) / 32 * 32;
+  int per_matrix = kThreads;
+  if (sms > 0 && count > 2 * static_cast<int64_t>(sms)) {
+    per_matrix = rows;
+    if (fill_smem > 0) {
+      if (cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                 device) != cudaSuccess ||
+          cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor,
+                                 device) != cudaSuccess) {
+        cudaGetLastError();  // unknown: a thread per row
+      } else {
+        const int blocks = std::max<int>(
+            1, std::min<int>(32, static_cast<int>(smem_per_sm / (fill_smem + kStaticShared))));
+        per_matrix = std::max(rows, threads_per_sm / blocks / 32 * 32);
+      }
+    }
+  }
   SmallLaunch launch;
   launch.cols_per_pass = std::min(n, std::max(1, per_matrix / std::max(n, 1)));
-  launch.threads = (n * launch.cols_per_pass + 31) / 32 * 32;
+  launch.threads = std::min(kMaxThreads, (n * launch.cols_per_pass + 31) / 32 * 32);
   return launch;
 }
 

@@ -244,20 +244,9 @@ ffi::Error getrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
                                ffi::Result<ffi::AnyBuffer> lu,
                                ffi::Result<ffi::Buffer<ffi::S32>> pivots,
                                ffi::Result<ffi::Buffer<ffi::S32>> permutation) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "getrf_small", "a"));
-  if (mb.rows != mb.cols || mb.rows > kGetrfSmallMaxN) {
-    return invalid_argument("getrf_small: a must be square with n <= " +
-                            std::to_string(kGetrfSmallMaxN) + ", got " +
-                            std::to_string(mb.rows) + " x " + std::to_string(mb.cols));
-  }
-  if (lu->element_type() != a.element_type()) {
-    return invalid_argument("getrf_small: lu must have the dtype of a");
-  }
-  if (lu->untyped_data() == a.untyped_data() && a.size_bytes() > 0) {
-    return invalid_argument("getrf_small: lu must not alias a");
-  }
-  JCM_RETURN_IF_ERROR(check_dims(lu->dimensions(), batch_shape(a.dimensions(), 0, {}),
-                                 "getrf_small", "lu"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb,
+                       small_square_batch(a, kGetrfSmallMaxN, "getrf_small", "a"));
+  JCM_RETURN_IF_ERROR(check_small_result(a, lu, "getrf_small", "lu"));
   JCM_RETURN_IF_ERROR(check_dims(pivots->dimensions(), batch_shape(a.dimensions(), 2, {mb.rows}),
                                  "getrf_small", "pivots"));
   JCM_RETURN_IF_ERROR(check_dims(permutation->dimensions(),
@@ -277,23 +266,12 @@ ffi::Error getrf_small_handler(cudaStream_t stream, ffi::AnyBuffer a,
 ffi::Error getrs_small_handler(cudaStream_t stream, ffi::AnyBuffer lu,
                                ffi::Buffer<ffi::S32> pivots, ffi::AnyBuffer b,
                                ffi::Result<ffi::AnyBuffer> x, int32_t trans) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(lu.dimensions(), "getrs_small", "lu"));
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "getrs_small", "b"));
-  if (mb.rows != mb.cols || mb.rows > kGetrfSmallMaxN || mbb.cols > kGetrsSmallMaxRhs) {
-    return invalid_argument("getrs_small: lu must be square with n <= " +
-                            std::to_string(kGetrfSmallMaxN) + " and b have at most " +
-                            std::to_string(kGetrsSmallMaxRhs) + " columns");
-  }
-  if (b.element_type() != lu.element_type() || x->element_type() != lu.element_type()) {
-    return invalid_argument("getrs_small: lu, b and x must have the same dtype");
-  }
-  if (mbb.batch != mb.batch || mbb.rows != mb.rows) {
-    return invalid_argument("getrs_small: b must have shape batch + (n, nrhs)");
-  }
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb,
+                       small_square_batch(lu, kGetrfSmallMaxN, "getrs_small", "lu"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb,
+                       small_rhs_batch(lu, mb, b, x, kGetrsSmallMaxRhs, "getrs_small"));
   JCM_RETURN_IF_ERROR(check_dims(pivots.dimensions(), batch_shape(lu.dimensions(), 2, {mb.rows}),
                                  "getrs_small", "pivots"));
-  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}),
-                                 "getrs_small", "x"));
   if (trans < 0 || trans > 2) {
     return invalid_argument("getrs_small: trans must be 0 (N), 1 (T) or 2 (C)");
   }

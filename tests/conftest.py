@@ -26,6 +26,10 @@ DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 ALL_STRATEGIES = ("auto", "looped", "sequential", "batched")
 MATRIX_KINDS = ("general", "well_conditioned", "singular", "ill_conditioned", "spd")
 
+# Sizes for the one-launch small-matrix kernels (n <= 64): both edges of a warp's rows (a lane
+# holds rows l and l + 32), odd sizes, and the largest.
+SMALL_KERNEL_N = [1, 2, 3, 7, 8, 16, 31, 32, 33, 48, 63, 64]
+
 # Condition number of the "ill_conditioned" kind, per precision.
 ILL_CONDITION = {"single": 1e3, "double": 1e6}
 

@@ -17,6 +17,7 @@ import pytest
 import scipy.linalg
 from jax.test_util import check_grads
 
+import jax_cusolver_ms as jcm
 import jax_cusolver_ms._ffi as jcm_ffi
 from jax_cusolver_ms._compat import JAX_VERSION
 from conftest import (
@@ -24,6 +25,7 @@ from conftest import (
     DTYPES,
     FULL_GRID,
     ILL_CONDITION,
+    SMALL_KERNEL_N,
     assert_trees_close,
     condition_number,
     is_complex,
@@ -749,12 +751,7 @@ def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
 # The small-matrix kernels (n <= 64: ffi/cholesky_kernels.cu potrf_small / potrs_small)
 # ---------------------------------------------------------------------------------------------
 
-SMALL_KERNEL_N = [1, 2, 3, 7, 8, 16, 31, 32, 33, 48, 63, 64]
-
-
 def test_auto_takes_the_small_cholesky_kernels_up_to_64():
-    import jax_cusolver_ms as jcm
-
     for shape in [(16, 16), (1, 32, 32), (4, 64, 64), (256, 8, 8)]:
         for op, nrhs in (("cholesky", 1), ("cho_solve", 1), ("cho_solve", 64)):
             plan = jcm.explain(op, shape, np.float32, nrhs=nrhs, gpu="No Such GPU")
@@ -792,8 +789,6 @@ def test_the_small_cholesky_kernels_are_one_call_each(rng, claim_extension):
 @pytest.mark.parametrize("n", SMALL_KERNEL_N)
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 def test_small_cholesky_kernel_matches_lapack(rng, dtype, n):
-    import jax_cusolver_ms as jcm
-
     a = spd(rng, (5, n, n), dtype)
     assert jcm.explain("cholesky", a.shape, dtype, strategy="batched").runs_small_kernel
     tol = rtol_for(dtype, n, condition_number(a))
@@ -811,8 +806,6 @@ def test_small_cholesky_kernel_matches_lapack(rng, dtype, n):
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 def test_small_cho_solve_kernel_matches_numpy(rng, dtype, n, nrhs, lower):
-    import jax_cusolver_ms as jcm
-
     a = spd(rng, (3, n, n), dtype)
     b = random_rhs(rng, (3, n, nrhs), dtype)
     assert jcm.explain("cho_solve", a.shape, dtype, strategy="batched",
@@ -925,8 +918,6 @@ def test_blocked_not_positive_definite_in_a_later_block(rng, dtype):
 
 
 def test_blocked_lowers_to_potrf_strategy_3_and_only_for_potrf(rng, claim_extension):
-    import jax_cusolver_ms as jcm
-
     assert jcm.explain("cholesky", (4, 512, 512), np.float32, strategy="blocked").strategy == \
         "blocked"
     # Routines without a blocked algorithm run as `auto` would run them.

@@ -24,6 +24,7 @@ from conftest import (
     ALL_STRATEGIES,
     DTYPES,
     FULL_GRID,
+    SMALL_KERNEL_N,
     assert_trees_close,
     condition_number,
     is_complex,
@@ -1163,9 +1164,6 @@ def test_auto_defers_to_jax_where_it_calls_the_same_batched_api(rng):
 # ---------------------------------------------------------------------------------------------
 # The small-matrix kernel (n <= 64: ffi/lu_kernels.cu getrf_small_batched)
 # ---------------------------------------------------------------------------------------------
-
-SMALL_KERNEL_N = [1, 2, 3, 7, 8, 16, 31, 32, 33, 48, 63, 64]
-
 
 def test_auto_takes_the_small_lu_kernel_up_to_64():
     for shape in [(1, 16, 16), (16, 16), (4, 64, 64), (256, 8, 8), (3, 1, 1)]:
