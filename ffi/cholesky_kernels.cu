@@ -13,9 +13,6 @@ namespace {
 
 using namespace kernel;
 
-__device__ inline float square_root(float x) { return sqrtf(x); }
-__device__ inline double square_root(double x) { return sqrt(x); }
-
 // One block per matrix, the triangle read into shared memory as a lower one (the upper
 // triangle conjugate-transposed): right-looking Cholesky, one barrier per column. Step k reads
 // the pivot d = A(k, k) and column k as step k - 1 left them, and thread (row r, c) updates
@@ -52,7 +49,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       failed = true;
       break;
     }
-    const R root = square_root(d);
+    const R root = sqrt(d);  // CUDA's float and double overloads
     if (k > 0 && tid >= k - 1 && tid < n) {
       T& l = s[tid + (k - 1) * n];
       l = tid == k - 1 ? T(last_root) : l * last_inverse;
