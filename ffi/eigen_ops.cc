@@ -130,7 +130,6 @@ struct syevd_traits {
   // for no more than that.
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     const int64_t count = end - begin;
-    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
     T* a_chunk = a + begin * n * n;
     real_t<T>* w_chunk = w + begin * n;
     if (jacobi) {
@@ -138,6 +137,7 @@ struct syevd_traits {
                                    w_chunk, info + begin));
       return ffi::Error::Success();
     }
+    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
     JCM_CUSOLVER("cusolverDnXsyevBatched",
                  cusolverDnXsyevBatched(ctx.solver, ctx.params, kJobz, uplo, n,
                                         cuda_data_type<T>(), a_chunk, n,

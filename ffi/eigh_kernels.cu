@@ -21,28 +21,11 @@ constexpr int kJacobiThreads = (kSyevjKernelMaxN / 2) * (kSyevjKernelMaxN / 2);
 // about 6-10 to reach machine epsilon from a random matrix.
 constexpr int kMaxSweeps = 40;
 
-// `op` over the block (any size, a multiple of 32, up to kJacobiThreads), on every thread.
-// Starts and ends with a barrier.
-template <typename R, typename Op>
-__device__ R block_reduce(R v, Op op) {
-  __shared__ R warp_part[kJacobiThreads / 32];
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  __syncthreads();  // the previous call's readers are done with the shared slots
-  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = warp_part[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) v = op(v, warp_part[w]);
-  __syncthreads();
-  return v;
-}
-
-// The rotation's arithmetic: in float the hardware's approximate reciprocal square root and
-// division (about 2 ulp: the rotation stays orthogonal to working precision, which is all Jacobi
-// needs, and the round's critical path is a chain of them); in double the correctly rounded ones.
+// The rotation's reciprocal square roots: in float the hardware's approximation (about 2 ulp:
+// the rotation stays orthogonal to working precision, which is all Jacobi needs, and the round's
+// critical path is a chain of them); in double the correctly rounded one.
 __device__ inline float rsqrt_of(float x) { return rsqrtf(x); }
 __device__ inline double rsqrt_of(double x) { return rsqrt(x); }
-__device__ inline float quotient(float x, float y) { return __fdividef(x, y); }
-__device__ inline double quotient(double x, double y) { return x / y; }
 
 // g = |g| conj(e), e of modulus 1 (the sign, for real g); |g| = 0 gives e = 1.
 template <typename R>
@@ -61,8 +44,10 @@ __device__ inline void polar(cuda::std::complex<R> g, R* size, cuda::std::comple
 // The plane rotation J = [[c, s], [-s e, c e]] on columns (p, q), p < q, for which J^H A J has
 // a zero (p, q) entry: e makes the pair's off-diagonal g = A(p, q) real (g e = |g|), then
 // Rutishauser's rotation zeroes it: t = tan(theta), the smaller root of t^2 + 2 tau t - 1 with
-// tau = d / 2|g|, d = A(q,q) - A(p,p), here t = 2|g| sgn(d) / (|d| + sqrt(d^2 + 4|g|^2)) (no
-// overflow, one division); the diagonal becomes A(p,p) - t|g|, A(q,q) + t|g|. An entry below
+// tau = d / 2|g|, d = A(q,q) - A(p,p); the diagonal becomes A(p,p) - t|g|, A(q,q) + t|g|. With
+// r = 1 / sqrt(d^2 + 4|g|^2): cos 2 theta = |d| r, so c^2 = (1 + |d| r) / 2 (>= 1/2: no
+// cancellation), s = sin 2 theta / 2c = |g| r / c, t = s / c, each sign(d): two reciprocal square
+// roots and no division (float64's division was a third of the round). An entry below
 // negligible_of (the matrix is scaled below 1) is dropped, not rotated: its square would
 // underflow. se = s e, ce = c e.
 template <typename T, typename R>
@@ -82,10 +67,18 @@ __device__ inline Rotation<T, R> rotation_for(R app, R aqq, T g) {
   T e;
   polar(g, &size, &e);
   if (!(size >= negligible)) return {R(1), R(0), R(0), T(0), T(1)};
-  const R d = aqq - app, h = d * d + 4 * size * size;
-  const R t = quotient(d < R(0) ? -2 * size : 2 * size, fabs(d) + h * rsqrt_of(h));
-  const R c = rsqrt_of(R(1) + t * t), s = t * c;
-  return {c, s, t * size, s * e, c * e};
+  const R d = aqq - app, r = rsqrt_of(d * d + 4 * size * size);
+  const R c2 = R(0.5) + R(0.5) * (fabs(d) * r);
+  const R rc = rsqrt_of(c2);  // 1 / c
+  const R c = c2 * rc, s_size = size * r * rc, s = d < R(0) ? -s_size : s_size;
+  return {c, s, size * s * rc, s * e, c * e};
+}
+
+// The rotation of the lane `lane` of this warp.
+template <typename T, typename R>
+__device__ inline Rotation<T, R> rotation_of_lane(const Rotation<T, R>& r, int lane) {
+  return {shfl_idx(r.c, lane), shfl_idx(r.s, lane), shfl_idx(r.shift, lane), shfl_idx(r.se, lane),
+          shfl_idx(r.ce, lane)};
 }
 
 // The index at position `pos` of round `round` in the round-robin (circle) order of m indices:
@@ -107,8 +100,9 @@ __device__ void fill_nan(int n, T* a, R* w, int* info_all, int info) {
 // One block per matrix. Shared memory: the matrix twice (each round reads one copy and writes
 // the other, so one barrier a round suffices) and the eigenvectors, m x m each (m = n rounded up
 // to even: an odd n gets a zero row and column that no rotation touches), leading dimension m + 1.
-// A round: the m / 2 disjoint pairs of the round-robin order rotate at once; thread (kp, kq)
-// computes the rotations of pairs kp and kq (redundantly: no barrier between) and writes block
+// A round: the m / 2 disjoint pairs of the round-robin order rotate at once; lane l of every
+// warp computes the rotation of pair l % (m / 2) (redundantly: no barrier between), and thread
+// (kp, kq) takes those of pairs kp and kq from its warp's lanes kp and kq and writes block
 // (kp, kq) of J^H A J, and block (kp, kq) of V J.
 template <typename T>
 __global__ void __launch_bounds__(kJacobiThreads)
@@ -152,19 +146,21 @@ __global__ void __launch_bounds__(kJacobiThreads)
   // sums of squares stay far from underflow.
   int exponent = 0;
   if (largest > R(0)) frexp(largest, &exponent);
+  const R scale = ldexp(R(1), -exponent);
   R norm2 = 0;
   for (int idx = tid; idx < m * m; idx += nthreads) {
     const int i = idx % m, j = idx / m;
     T& x = cur[i + j * ld];
-    x = x * ldexp(R(1), -exponent);
+    x = x * scale;
     norm2 += abs2(x);
   }
   norm2 = block_reduce(norm2, [](R x, R y) { return x + y; });
   const R eps = cuda::std::numeric_limits<R>::epsilon();
   const R tolerance2 = eps * eps * norm2;
 
+  // kp, kq < pairs <= 16 (threads past pairs^2 only compute rotations): lanes kp and kq own them.
   const bool works = tid < pairs * pairs;
-  const int kp = tid % pairs, kq = tid / pairs;
+  const int kp = works ? tid % pairs : 0, kq = works ? tid / pairs : 0, own = tid % 32 % pairs;
   bool converged = false;
   for (int sweep = 0;; ++sweep) {
     R off2 = 0;
@@ -176,23 +172,24 @@ __global__ void __launch_bounds__(kJacobiThreads)
     converged = off2 <= tolerance2;
     if (converged || sweep == kMaxSweeps) break;
     for (int round = 0; round < m - 1; ++round) {
+      auto A = [&](int i, int j) -> T { return cur[i + j * ld]; };
+      auto N = [&](int i, int j) -> T& { return next[i + j * ld]; };
+      // Every lane computes the rotation of pair `own`, so each warp holds all of them, and a
+      // thread takes its two by shuffles.
+      int p = circle_index(own, round, m), q = circle_index(m - 1 - own, round, m);
+      if (p > q) p ^= q, q ^= p, p ^= q;
+      const Rotation<T, R> mine = rotation_for(real_part(A(p, p)), real_part(A(q, q)), A(p, q));
+      const int pq = p | q << 16;
+      const int pq1 = __shfl_sync(0xffffffffu, pq, kp), pq2 = __shfl_sync(0xffffffffu, pq, kq);
+      const Rotation<T, R> r1 = rotation_of_lane(mine, kp), r2 = rotation_of_lane(mine, kq);
       if (works) {
-        int p1 = circle_index(kp, round, m), q1 = circle_index(m - 1 - kp, round, m);
-        int p2 = circle_index(kq, round, m), q2 = circle_index(m - 1 - kq, round, m);
-        if (p1 > q1) p1 ^= q1, q1 ^= p1, p1 ^= q1;
-        if (p2 > q2) p2 ^= q2, q2 ^= p2, p2 ^= q2;
-        auto A = [&](int i, int j) -> T { return cur[i + j * ld]; };
-        auto N = [&](int i, int j) -> T& { return next[i + j * ld]; };
-        const Rotation<T, R> r2 =
-            rotation_for(real_part(A(p2, p2)), real_part(A(q2, q2)), A(p2, q2));
+        const int p1 = pq1 & 0xffff, q1 = pq1 >> 16, p2 = pq2 & 0xffff, q2 = pq2 >> 16;
         if (kp == kq) {
           N(p1, p1) = T(real_part(A(p1, p1)) - r2.shift);
           N(q1, q1) = T(real_part(A(q1, q1)) + r2.shift);
           N(p1, q1) = T(0);
           N(q1, p1) = T(0);
         } else {
-          const Rotation<T, R> r1 =
-              rotation_for(real_part(A(p1, p1)), real_part(A(q1, q1)), A(p1, q1));
           // X = B J2 (columns), then J1^H X (rows).
           const T x00 = r2.c * A(p1, p2) - r2.se * A(p1, q2);
           const T x01 = r2.s * A(p1, p2) + r2.ce * A(p1, q2);

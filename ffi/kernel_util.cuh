@@ -269,6 +269,30 @@ __device__ inline void warp_argmax(R& best, int& best_i) {
   }
 }
 
+// One slot per warp for block_reduce, shared by all its callers of one type (a static array in
+// block_reduce itself would be one per `op`).
+template <typename R>
+__device__ inline R* block_reduce_slots() {
+  __shared__ R slots[kMaxThreads / 32];
+  return slots;
+}
+
+// `op` (associative) over one float or double per thread of the block (any multiple of 32
+// threads up to kMaxThreads), on every thread. Starts and ends with a barrier, so consecutive
+// calls share the slots.
+template <typename R, typename Op>
+__device__ R block_reduce(R v, Op op) {
+  R* warp_part = block_reduce_slots<R>();
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  __syncthreads();  // the previous call's readers are done with the shared slots
+  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = warp_part[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) v = op(v, warp_part[w]);
+  __syncthreads();
+  return v;
+}
+
 // The largest magnitude(i) over i in [begin, end) and its first index, on every thread of the
 // block (LAPACK's i?amax: ties go to the smallest index; NaN never wins; a negative magnitude
 // marks an index to pass over). An empty range (or all NaN) gives value 0 and index `begin`.

@@ -105,6 +105,12 @@ inline constexpr int64_t kLdlBlock = 32;
 inline constexpr int64_t kLdlUpdateBlock = 256;  // GEMM block columns of the trailing update
 inline constexpr size_t kLdlPanelBytes = size_t{256} << 20;  // panel buffers: chunk the batch
 
+// Matrices per pass of a blocked routine (batch >= 1): as many as fit their buffers, item_bytes
+// each, in kLdlPanelBytes; at least one.
+inline int64_t ldl_chunk(int64_t batch, size_t item_bytes) {
+  return std::clamp<int64_t>(static_cast<int64_t>(kLdlPanelBytes / item_bytes), 1, batch);
+}
+
 // The panel width: kLdlBlock, or JCM_LDL_BLOCK (8..kLdlMaxBlock) to measure others.
 inline int64_t ldl_block() {
   static const int64_t block = block_size_from_env("JCM_LDL_BLOCK", kLdlBlock, 8, kLdlMaxBlock);
@@ -120,8 +126,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   if (batch == 0) return ffi::Error::Success();
   const int64_t nb = ldl_block();
   const int64_t panel = n * (nb + 1);  // elements of one matrix's W (and L) buffer
-  const int64_t chunk = std::clamp<int64_t>(
-      static_cast<int64_t>(kLdlPanelBytes / (2 * panel * sizeof(T) + sizeof(int))), 1, batch);
+  const int64_t chunk = ldl_chunk(batch, 2 * panel * sizeof(T) + sizeof(int));
   const size_t buffer_bytes = align_up(chunk * panel * sizeof(T));
   JCM_ASSIGN_OR_RETURN(std::byte * work,
                        allocate_scratch(scratch, 2 * buffer_bytes + chunk * sizeof(int), "sytrf"));
@@ -241,8 +246,7 @@ ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   if (batch == 0) return ffi::Error::Success();
   const int64_t nb = ldl_solve_block();
   const int64_t per_item = (nb + 1) * nrhs;  // elements of one matrix's y / t
-  const int64_t chunk = std::clamp<int64_t>(
-      static_cast<int64_t>(kLdlPanelBytes / (per_item * sizeof(T))), 1, batch);
+  const int64_t chunk = ldl_chunk(batch, per_item * sizeof(T));
   JCM_ASSIGN_OR_RETURN(std::byte * work,
                        allocate_scratch(scratch, align_up(chunk * per_item * sizeof(T)), "sytrs"));
   T* y = reinterpret_cast<T*>(work);

@@ -12,19 +12,6 @@ namespace {
 
 using namespace kernel;
 
-// The sum of one double per thread, on every thread of the block. Starts and ends with a barrier.
-__device__ double block_sum(double v) {
-  __shared__ double warp_total[kWarps];
-  v = warp_sum(v);
-  __syncthreads();  // the previous call's readers are done with the shared slots
-  if (threadIdx.x % 32 == 0) warp_total[threadIdx.x / 32] = v;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < kWarps; ++w) total += warp_total[w];
-  __syncthreads();
-  return total;
-}
-
 // A(c:m, c+1:n) := H A(c:m, c+1:n) with H = I - t v v^H, v = (1, A(c+1:m, c)) (LAPACK ?larf
 // from the left). Each warp takes whole columns j: u = v^H A(c:m, j), then A(c:m, j) -= (t u) v,
 // so no column waits for another. Ends with a barrier.
@@ -64,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < k; ++c) {
     double partial = 0;
     for (int i = c + 1 + tid; i < m; i += blockDim.x) partial += abs2(A(i, c));
-    const double sum_sq = block_sum(partial);
+    const double sum_sq = block_reduce(partial, [](double x, double y) { return x + y; });
     if (tid == 0) {
       const T alpha = A(c, c);
       const R alphr = real_part(alpha), alphi = imag_part(alpha);
