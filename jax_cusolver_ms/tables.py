@@ -52,9 +52,9 @@ XLA_MARGIN_TINY = 0.35
 # non-finite-input guard (the batched path of these routines up to this n: syevj
 # ffi/eigh_kernels.cu, getrf ffi/lu_kernels.cu). There `auto`'s "xla" runs JAX's lowering inside
 # the guard, one more kernel (5-12 us, benchmarks/results/s10-guard-probe.md) that the "xla" time
-# (JAX's own function) leaves out: at these sizes most of XLA_MARGIN_TINY. Only XLA_MARGIN
-# applies then. H100 float32 eigh 256x16: the kernel 0.070 ms, JAX 0.082 (s12-jacobi-kernel2,
-# pooled alternating rounds), JAX inside the guard 0.89x of JAX in the grid.
+# (JAX's own function) leaves out, as large as XLA_MARGIN at these sizes: only MARGIN applies
+# then. H100 float32 eigh 64x32: the kernel 0.128 ms, JAX 0.136 (s15-jacobi-kernel3), and JAX
+# inside the guard 0.92x of JAX in the grid (0.89x at 256x16 before the kernel won there).
 UNGUARDED_KERNELS = {"syevj": 32, "getrf": 64}
 # How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
 # out the heuristic rules do.
@@ -226,8 +226,8 @@ class Table:
         xla = times.get(XLA, math.inf)
         unguarded = (n <= UNGUARDED_KERNELS.get(routine, 0)
                      and parse_candidate(ranked[0][0])[0] == "batched")
-        tiny = xla < TINY_MS and not unguarded
-        if xla <= fastest * (1 + (XLA_MARGIN_TINY if tiny else XLA_MARGIN)):
+        margin = MARGIN if unguarded else XLA_MARGIN_TINY if xla < TINY_MS else XLA_MARGIN
+        if xla <= fastest * (1 + margin):
             best = XLA
         else:
             best = min((c for c, t in ranked if t <= fastest * (1 + MARGIN)), key=_simplicity)

@@ -139,6 +139,15 @@ def test_tiny_cells_need_a_larger_win_to_leave_xla(xla_ms, candidate_ms, expecte
     assert table.estimate("getrf", "float32", 16, 32).best == expected
 
 
+@pytest.mark.parametrize("routine,n,expected", [("syevj", 32, "batched:1"), ("syevj", 64, "xla"),
+                                                ("getrf", 64, "batched:1"), ("getrf", 128, "xla")])
+def test_an_unguarded_kernel_needs_only_margin_to_leave_xla(routine, n, expected):
+    # Up to UNGUARDED_KERNELS' n, auto's "xla" is JAX's lowering inside the guard (one more
+    # kernel than the "xla" time): a 6% win of the kernel is a win. Above it, a tiny cell's.
+    table = make_table([(64, n, {"xla": 0.136, "batched:1": 0.128})], routine=routine)
+    assert table.estimate(routine, "float32", 64, n).best == expected
+
+
 def test_fewer_lanes_win_within_noise():
     table = make_table([(64, 1024, {"xla": 80.0, "looped:8": 43.8, "looped:16": 43.6})])
     assert table.estimate("getrf", "float32", 64, 1024).best == "looped:8"

@@ -8,9 +8,9 @@ error of JAX's det and of jcm.det under each strategy, each factorization's back
 with JAX's. Prints the worst matrices and a summary line per implementation.
 
 Session 15 (H100): on seeds 0-2 every strategy's det errors were JAX's, matrix by matrix (max
-0.0069-0.0105, the same worst matrix). `--cells K` then runs the grid's very cell (bench.run_cell:
+0.0069-0.0105, the same worst matrix). `--cells K [--strategy S]` then runs the grid's very cell (bench.run_cell:
 jax.random.key(seed) inputs, the output of the first call after compiling) for seeds 0..K-1,
-and for a seed whose `auto` error misses the bar, the det of each matrix from 8 more calls
+and for a seed whose error misses the bar, the det of each matrix from 8 more calls
 (does it vary from call to call?) and its condition number.
 
     python -m benchmarks.diag.det_probe [--batch 64] [--n 512] [--seeds 3] [--cells 0]
@@ -49,6 +49,7 @@ def main():
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--cells", type=int, default=0)
+    p.add_argument("--strategy", default="auto", help="for --cells: jcm's strategy")
     args = p.parse_args()
     print(f"backend {jax.default_backend()}, {args.batch} x {args.n} {args.dtype}")
     if args.cells:
@@ -74,20 +75,21 @@ def main():
 
 
 def grid_cells(args):
-    bench_args = bench.parse_args(["--ops", "det", "--dtypes", args.dtype, "--strategies", "auto",
+    bench_args = bench.parse_args(["--ops", "det", "--dtypes", args.dtype, "--strategies", args.strategy,
                                    "--no-torch", "--shapes", f"{args.batch}x{args.n}"])
     op = bench.OPS["det"]
     for seed in range(args.cells):
         cell = bench.run_cell(op, args.dtype, args.batch, args.n, bench_args, None, seed)
-        ours, ref = cell["impls"]["jcm:auto"], cell["impls"]["jax"]
-        print(f"cell seed {seed}: jax error {ref.get('error', float('nan')):.3g}, auto "
-              f"{ours.get('error', float('nan')):.3g} (bar {cell['error_bar']:.3g}, ok "
-              f"{ours.get('ok')}), auto ran {cell['explain']['strategy']}")
+        ours, ref = cell["impls"][f"jcm:{args.strategy}"], cell["impls"]["jax"]
+        print(f"cell seed {seed}: jax error {ref.get('error', float('nan')):.3g}, "
+              f"{args.strategy} {ours.get('error', float('nan')):.3g} (bar "
+              f"{cell['error_bar']:.3g}, ok {ours.get('ok')}); auto: {cell['explain']['text']}")
         if ours.get("ok", True):
             continue
         (a,), truth = op.build(jax.random.key(seed), args.batch, args.n, np.dtype(args.dtype))
         truth = np.asarray(truth)
-        ours_fn, jax_fn = jax.jit(jcm.det), jax.jit(jnp.linalg.det)
+        ours_fn = jax.jit(lambda x: jcm.det(x, strategy=args.strategy))
+        jax_fn = jax.jit(jnp.linalg.det)
         calls = [np.asarray(ours_fn(a)).astype(np.float64) for _ in range(8)]
         errs = np.stack([np.abs(d - truth) / np.abs(truth) for d in calls])
         jerr = np.abs(np.asarray(jax_fn(a)).astype(np.float64) - truth) / np.abs(truth)
