@@ -7,8 +7,9 @@ error of JAX's det and of jcm.det under each strategy, each factorization's back
 ||P A - L U|| / ||A|| (float64), its growth factor max|U| / max|A|, and its pivots' agreement
 with JAX's. Prints the worst matrices and a summary line per implementation.
 
-Session 15 (H100): on seeds 0-2 every strategy's det errors were JAX's, matrix by matrix (max
-0.0069-0.0105, the same worst matrix). `--cells K [--strategy S]` then runs the grid's very cell (bench.run_cell:
+Session 15's runs (calls 1-3) imported the source folder's package, which has no compiled
+extension: every strategy ran JAX's own lowering, so they said nothing about the blocked LU. The
+package now comes through bench (the installed copy first), and the first line says which. `--cells K [--strategy S]` then runs the grid's very cell (bench.run_cell:
 jax.random.key(seed) inputs, the output of the first call after compiling) for seeds 0..K-1,
 and for a seed whose error misses the bar, the det of each matrix from 8 more calls
 (does it vary from call to call?) and its condition number.
@@ -21,10 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from benchmarks import bench  # first: the installed package, not this source folder
 
-import jax_cusolver_ms as jcm  # noqa: E402
-from benchmarks import bench  # noqa: E402
+jcm = bench.jcm  # bench enables float64 too
 
 STRATEGIES = ("blocked", "looped", "batched", "auto")
 
@@ -51,7 +51,8 @@ def main():
     p.add_argument("--cells", type=int, default=0)
     p.add_argument("--strategy", default="auto", help="for --cells: jcm's strategy")
     args = p.parse_args()
-    print(f"backend {jax.default_backend()}, {args.batch} x {args.n} {args.dtype}")
+    print(f"backend {jax.default_backend()}, {args.batch} x {args.n} {args.dtype}; "
+          f"{jcm.__name__} from {jcm.__file__}, GPU path: {jcm._ffi.gpu_available()}")
     if args.cells:
         return grid_cells(args)
     for seed in range(args.seeds):
