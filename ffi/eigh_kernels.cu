@@ -47,7 +47,7 @@ __device__ inline void polar(cuda::std::complex<R> g, R* size, cuda::std::comple
 // tau = d / 2|g|, d = A(q,q) - A(p,p); the diagonal becomes A(p,p) - t|g|, A(q,q) + t|g|. With
 // r = 1 / sqrt(d^2 + 4|g|^2): cos 2 theta = |d| r, so c^2 = (1 + |d| r) / 2 (>= 1/2: no
 // cancellation), s = sin 2 theta / 2c = |g| r / c, t = s / c, each sign(d): two reciprocal square
-// roots and no division (float64's division was a third of the round). An entry below
+// roots and no division (float64's is a long software sequence, like its sqrt). An entry below
 // negligible_of (the matrix is scaled below 1) is dropped, not rotated: its square would
 // underflow. se = s e, ce = c e.
 template <typename T, typename R>

@@ -1,5 +1,6 @@
-// Device helpers shared by the batched kernels (ldl_kernels.cu, lu_kernels.cu, qr_kernels.cu): the device
-// type of each solver dtype, warp shuffles for every dtype, and the block shape.
+// Device helpers shared by the batched kernels (ldl, lu, qr, cholesky and eigh _kernels.cu): the
+// device type of each solver dtype, warp shuffles for every dtype, block reductions, launch
+// shapes and the block shape.
 #pragma once
 
 #include <cuComplex.h>

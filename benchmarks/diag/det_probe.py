@@ -9,12 +9,15 @@ with JAX's. Prints the worst matrices and a summary line per implementation.
 
 Session 15's runs (calls 1-3) imported the source folder's package, which has no compiled
 extension: every strategy ran JAX's own lowering, so they said nothing about the blocked LU. The
-package now comes through bench (the installed copy first), and the first line says which. `--cells K [--strategy S]` then runs the grid's very cell (bench.run_cell:
-jax.random.key(seed) inputs, the output of the first call after compiling) for seeds 0..K-1,
-and for a seed whose error misses the bar, the det of each matrix from 8 more calls
-(does it vary from call to call?) and its condition number.
+package now comes through bench (the installed copy first), and the first line says which.
+
+`--cells K [--strategy S]` runs the grid's very cell instead (bench.run_cell: inputs from
+jax.random.key(seed), the output of the first call after compiling) for seeds 0..K-1, and for a
+seed whose error misses the bar, the det of each matrix from 8 more calls (does it vary from
+call to call?) and the worst matrix's condition number.
 
     python -m benchmarks.diag.det_probe [--batch 64] [--n 512] [--seeds 3] [--cells 0]
+        [--strategy auto]
 """
 import argparse
 
@@ -76,8 +79,9 @@ def main():
 
 
 def grid_cells(args):
-    bench_args = bench.parse_args(["--ops", "det", "--dtypes", args.dtype, "--strategies", args.strategy,
-                                   "--no-torch", "--shapes", f"{args.batch}x{args.n}"])
+    bench_args = bench.parse_args(["--ops", "det", "--dtypes", args.dtype, "--strategies",
+                                   args.strategy, "--no-torch", "--shapes",
+                                   f"{args.batch}x{args.n}"])
     op = bench.OPS["det"]
     for seed in range(args.cells):
         cell = bench.run_cell(op, args.dtype, args.batch, args.n, bench_args, None, seed)
