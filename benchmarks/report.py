@@ -403,6 +403,10 @@ def parse_args(argv=None):
                    help="jax_cusolver_ms strategies timed beside auto, STRATEGY[:LANES] "
                         "(default: " + ",".join(STRATEGIES) + ")")
     p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--min-repeats", type=int, default=None,
+                   help="timed calls of an impl whose one call takes over 4 s (benchmarks.bench "
+                        "--min-repeats; default 3). H100 grid: such calls vary by 3%% (median "
+                        "spread), so the slow cells of a long grid may take 2")
     p.add_argument("--jax-limit-s", type=float, default=JAX_LIMIT_S,
                    help="skip cells beyond one where JAX took longer per call (default 20)")
     p.add_argument("--max-input-gb", type=float, default=8.0)
@@ -459,6 +463,7 @@ def parse_args(argv=None):
                  "--shapes", ",".join(f"{b}x{n}" for b in args.batches for n in args.sizes),
                  "--max-input-gb", str(args.max_input_gb), "--out", args.out]
     forwarded += ["--repeats", str(args.repeats)] if args.repeats else []
+    forwarded += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
     forwarded += ["--jax-limit-s", str(args.jax_limit_s)]
     forwarded += ["--no-torch"] if args.no_torch or args.cpu_smoke else []
     forwarded += ["--cpu-smoke"] if args.cpu_smoke else []

@@ -83,20 +83,14 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     potrs_small_kernel(int n, int nrhs, bool lower, const T* c_all, const T* b_all, T* x_all) {
-  const int64_t item = blockIdx.x;
-  const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid % 32;
-  const int64_t rhs_size = static_cast<int64_t>(n) * nrhs;
-  const T* c_global = c_all + item * n * n;
-  const T* b = b_all + item * rhs_size;
-  T* x = x_all + item * rhs_size;
-  T* c = reinterpret_cast<T*>(dynamic_shared());
-  for (int e = tid; e < n * n; e += nthreads) c[e] = c_global[e];
-  __syncthreads();
-  auto stored = [&](int i, int k) { return c[i + k * n]; };
-  auto adjoint = [&](int i, int k) { return conj_of(c[k + i * n]); };
-  for (int j = tid / 32; j < nrhs; j += nthreads / 32) {
-    const T* bj = b + static_cast<int64_t>(j) * n;
-    T y[2] = {lane < n ? bj[lane] : T(0), lane + 32 < n ? bj[lane + 32] : T(0)};
+  const BlockSystem<T> sys = load_block_system(n, nrhs, c_all, b_all, x_all);
+  auto stored = [&](int i, int k) { return sys.factor[i + k * n]; };
+  auto adjoint = [&](int i, int k) { return conj_of(sys.factor[k + i * n]); };
+  auto row = [](int i) { return i; };
+  for (int j = threadIdx.x / 32; j < nrhs; j += blockDim.x / 32) {
+    const int64_t column = static_cast<int64_t>(j) * n;
+    T y[2];
+    warp_load_column(n, sys.b + column, row, y);
     if (lower) {
       warp_solve_lower(n, y, stored, false);
       warp_solve_upper(n, y, adjoint, false);
@@ -104,9 +98,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       warp_solve_lower(n, y, adjoint, false);
       warp_solve_upper(n, y, stored, false);
     }
-    T* xj = x + static_cast<int64_t>(j) * n;
-    if (lane < n) xj[lane] = y[0];
-    if (lane + 32 < n) xj[lane + 32] = y[1];
+    warp_store_column(n, sys.x + column, row, y);
   }
 }
 

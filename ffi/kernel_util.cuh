@@ -209,6 +209,45 @@ __device__ void warp_solve_upper(int n, T (&y)[2], Entry entry, bool unit) {
   }
 }
 
+// One block's system of a small batched solve (a block per matrix): its n x n factor copied
+// to the dynamic shared memory, its right-hand sides b and solutions x (n x nrhs, column-major).
+// Every thread of the block calls; the factor is visible to all of them on return.
+template <typename T>
+struct BlockSystem {
+  const T* factor;
+  const T* b;
+  T* x;
+};
+
+template <typename T>
+__device__ BlockSystem<T> load_block_system(int n, int nrhs, const T* factor_all, const T* b_all,
+                                            T* x_all) {
+  const int64_t item = blockIdx.x, rhs_size = static_cast<int64_t>(n) * nrhs;
+  const T* global = factor_all + item * n * n;
+  T* factor = reinterpret_cast<T*>(dynamic_shared());
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) factor[e] = global[e];
+  __syncthreads();
+  return {factor, b_all + item * rhs_size, x_all + item * rhs_size};
+}
+
+// A warp's column of n <= 64 in the layout warp_solve_* take (lane l: rows l and l + 32, zero
+// past n); row(i) is the index in `column` of the column's i-th entry.
+template <typename T, typename Row>
+__device__ void warp_load_column(int n, const T* column, Row row, T (&y)[2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) y[h] = lane + 32 * h < n ? column[row(lane + 32 * h)] : T(0);
+}
+
+template <typename T, typename Row>
+__device__ void warp_store_column(int n, T* column, Row row, const T (&y)[2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (lane + 32 * h < n) column[row(lane + 32 * h)] = y[h];
+  }
+}
+
 // A block size a kernel whose block size is a launch parameter takes.
 inline bool valid_threads(int threads) {
   return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;

@@ -170,9 +170,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block per system (getrs_small_batched): L U and B to shared memory (B's rows permuted for
-// op = A), then each warp solves its right-hand sides, lane l holding rows l and l + 32 in
-// registers: a triangular solve is n steps of one shuffle (the solved entry to every lane) and
+// One block per system (getrs_small_batched): L U to shared memory, then each warp solves its
+// right-hand sides, loaded straight from b (rows permuted for op = A), lane l holding rows l and
+// l + 32 in registers: a triangular solve is n steps of one shuffle (the solved entry to every lane) and
 // one update per lane, no barrier. LAPACK's order: A = P^T L U, so A x = b is L U x = P b, and
 // A^T x = b is U^T L^T (P x) = b.
 template <typename T>
@@ -180,17 +180,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     getrs_small_kernel(int n, int nrhs, int trans, const T* lu_all, const int* pivots_all,
                        const T* b_all, T* x_all) {
   __shared__ int row_at[kGetrfSmallMaxN];  // A[row_at] = L U
-  const int64_t item = blockIdx.x;
-  const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid % 32;
-  const int64_t rhs_size = static_cast<int64_t>(n) * nrhs;
-  const T* lu_global = lu_all + item * n * n;
-  const T* b = b_all + item * rhs_size;
-  T* x = x_all + item * rhs_size;
-  T* lu = reinterpret_cast<T*>(dynamic_shared());
-  T* rhs = lu + n * n;
-  for (int e = tid; e < n * n; e += nthreads) lu[e] = lu_global[e];
-  if (tid == 0) {
-    const int* pivots = pivots_all + item * n;
+  if (threadIdx.x == 0) {
+    const int* pivots = pivots_all + static_cast<int64_t>(blockIdx.x) * n;
     for (int i = 0; i < n; ++i) row_at[i] = i;
     for (int k = 0; k < n; ++k) {
       const int p = min(max(pivots[k], 0), n - 1);  // a bad pivot never indexes out of bounds
@@ -199,31 +190,28 @@ __global__ void __launch_bounds__(kMaxThreads)
       row_at[p] = t;
     }
   }
-  __syncthreads();
-  for (int64_t e = tid; e < rhs_size; e += nthreads) {
-    const int i = static_cast<int>(e % n);
-    const int64_t j = e / n;
-    rhs[e] = b[(trans == 0 ? row_at[i] : i) + j * n];
-  }
-  __syncthreads();
-  auto L = [&](int i, int k) { return lu[i + k * n]; };
+  const BlockSystem<T> sys = load_block_system(n, nrhs, lu_all, b_all, x_all);  // a barrier
+  auto L = [&](int i, int k) { return sys.factor[i + k * n]; };
   auto op_transposed = [&](int i, int k) {  // op(L U)'s factors read transposed: op(A)(i, k)
-    const T v = lu[k + i * n];
+    const T v = sys.factor[k + i * n];
     return trans == 2 ? conj_of(v) : v;
   };
-  for (int j = tid / 32; j < nrhs; j += nthreads / 32) {
-    T y[2] = {lane < n ? rhs[lane + j * n] : T(0), lane + 32 < n ? rhs[lane + 32 + j * n] : T(0)};
+  // P b in, x out for A x = b; b in, P^T x out for op(A) x = b.
+  auto row = [&](int i) { return row_at[i]; };
+  auto same = [](int i) { return i; };
+  for (int j = threadIdx.x / 32; j < nrhs; j += blockDim.x / 32) {
+    const int64_t column = static_cast<int64_t>(j) * n;
+    T y[2];
     if (trans == 0) {
+      warp_load_column(n, sys.b + column, row, y);
       warp_solve_lower(n, y, L, true);   // L y = P b, L unit lower
       warp_solve_upper(n, y, L, false);  // U x = y
+      warp_store_column(n, sys.x + column, same, y);
     } else {
+      warp_load_column(n, sys.b + column, same, y);
       warp_solve_lower(n, y, op_transposed, false);  // op(U) z = b, op(U) lower
       warp_solve_upper(n, y, op_transposed, true);   // op(L) w = z, op(L) unit upper
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = lane + 32 * h;
-      if (i < n) x[(trans == 0 ? i : row_at[i]) + static_cast<int64_t>(j) * n] = y[h];
+      warp_store_column(n, sys.x + column, row, y);
     }
   }
 }
@@ -357,7 +345,7 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
   // solves per warp, not eight (H100 grid, inv vs JAX with 8 warps / 32: float32 64 x 64 1.44x
   // / 1.82x, float64 1 x 64 0.95x / 1.23x).
   const int threads = 32 * static_cast<int>(std::min<int64_t>(nrhs, kMaxThreads / 32));
-  const size_t smem = static_cast<size_t>(n * n + n * nrhs) * sizeof(D);
+  const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   if (cudaError_t err = allow_shared(getrs_small_kernel<D>, smem); err != cudaSuccess) return err;
   getrs_small_kernel<D><<<static_cast<unsigned>(count), threads, smem, stream>>>(
       static_cast<int>(n), static_cast<int>(nrhs), trans, reinterpret_cast<const D*>(lu), pivots,

@@ -77,14 +77,14 @@ grid_from() {
 }
 
 # grid_report OPS BUDGET FROM LOG REPORT-ARGS...: one report process of the grid (DTYPES, auto,
-# PyTorch alongside, REDO_OPS), killed in time for the call's tar.
+# PyTorch alongside, REDO_OPS, MIN_REPEATS), killed in time for the call's tar.
 grid_report() {
   local ops=$1 budget=$2 from=$3 log=$4
   shift 4
   timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
     --dtypes "${DTYPES:-float32}" --strategies auto --ops "$ops" --budget-s "$budget" \
     --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} ${REDO_MAX_N:+--redo-max-n "$REDO_MAX_N"} \
-    --resume "$from" "$@" > "$log" 2>&1
+    ${MIN_REPEATS:+--min-repeats "$MIN_REPEATS"} --resume "$from" "$@" > "$log" 2>&1
 }
 
 # The merged grid into the machine's state and the call's tarball, its summary printed.
@@ -142,4 +142,26 @@ table_with() {
     > "$OUT/r/build_table.txt" 2>&1
   echo "table rc=$? at $((SECONDS - t0)) s"; tail -1 "$OUT/r/build_table.txt"
   cp "$installed/tables/h100.json" "$OUT/r/h100-table.json"
+}
+
+# grid_beside OPS UNTIL GPU: the grid's OPS (DTYPES) on that GPU alone, in the background, while
+# the call goes on with other work on the other GPU(s) (CUDA_VISIBLE_DEVICES set for it);
+# grid_beside_done waits for it and merges its cells into the call's grid (newest wins).
+grid_beside() {
+  grid_gpu_ok || return 0
+  local from
+  from=$(grid_from)
+  echo "grid beside on GPU $3 resumes from $from"
+  CUDA_VISIBLE_DEVICES=$3 grid_report "$1" $(($2 - (SECONDS - t0))) "$from" \
+    "$OUT/r/report-beside.txt" --out "$OUT/r/beside" --no-plots &
+}
+
+grid_beside_done() {
+  wait
+  [[ -f "$OUT/r/beside/$GRID" ]] || { echo "grid beside: no cells"; return 0; }
+  grep -E "^# " "$OUT/r/report-beside.txt" | tail -2
+  python3 -m benchmarks.report --render "$(grid_from)" "$OUT/r/beside/$GRID" --tag h100-grid \
+    --out "$OUT/r" > "$OUT/r/report.txt" 2>&1
+  echo "render rc=$? at $((SECONDS - t0)) s"
+  grid_done
 }
