@@ -74,6 +74,25 @@ __device__ inline V warp_sum(V v) {
   return v;
 }
 
+__device__ inline float shfl_xor(float v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+__device__ inline double shfl_xor(double v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+template <typename R>
+__device__ inline cuda::std::complex<R> shfl_xor(cuda::std::complex<R> v, int mask) {
+  return {shfl_xor(v.real(), mask), shfl_xor(v.imag(), mask)};
+}
+
+// The warp's sum on every lane, bitwise the same on all (a butterfly: each lane adds the same
+// pairs, commuted).
+template <typename V>
+__device__ inline V warp_allsum(V v) {
+  for (int mask = 16; mask > 0; mask /= 2) v += shfl_xor(v, mask);
+  return v;
+}
+
 // The block's dynamic shared memory, aligned for every dtype.
 __device__ inline unsigned char* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char jcm_dynamic_shared[];

@@ -48,9 +48,6 @@ struct solver_api;
     static constexpr auto syevj = cusolverDn##L##EVJ;                               \
     static constexpr auto gesvdj_buffer_size = cusolverDn##L##gesvdj_bufferSize;    \
     static constexpr auto gesvdj = cusolverDn##L##gesvdj;                           \
-    static constexpr auto gesvdj_batched_buffer_size =                              \
-        cusolverDn##L##gesvdjBatched_bufferSize;                                    \
-    static constexpr auto gesvdj_batched = cusolverDn##L##gesvdjBatched;            \
     static constexpr auto trsm_batched = cublas##L##trsmBatched;                    \
     static constexpr auto gemm_strided_batched = cublas##L##gemmStridedBatched;     \
   };

@@ -1,8 +1,9 @@
-// SVD family: gesvd (QR iteration, 64-bit cusolverDnXgesvd), gesvdj (one-sided Jacobi) and
-// gesvdjBatched (Jacobi on many matrices of at most 32 x 32) as traits for run_looped, and their
-// FFI handlers. Both handlers return (a destroyed, s, info) and then (u, v^H or v) only when
-// vectors are asked for (RemainingRets): without them gesvdj still needs U and V buffers, which
-// then live in the lane's workspace instead of in results the size of the batch.
+// SVD family: gesvd (QR iteration, 64-bit cusolverDnXgesvd) and gesvdj (one-sided Jacobi; for
+// the batched strategy on matrices of at most 32 x 32, this project's Jacobi kernel,
+// svd_kernels.cu, in place of gesvdjBatched) as traits for run_looped, and their FFI handlers.
+// Both handlers return (a destroyed, s, info) and then (u, v^H or v) only when vectors are asked
+// for (RemainingRets): without them gesvdj still needs U and V buffers, which then live in the
+// lane's workspace instead of in results the size of the batch.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "handler_util.h"
 #include "handlers.h"
 #include "solver_api.h"
+#include "svd_kernels.h"
 
 namespace jcm {
 
@@ -101,16 +103,14 @@ struct gesvd_traits {
   }
 };
 
-// --- gesvdj: one-sided Jacobi, any m x n; gesvdjBatched for m, n <= 32 ------------------------
-
-inline constexpr int64_t kGesvdjBatchedMaxN = 32;
+// --- gesvdj: one-sided Jacobi, any m x n; the Jacobi kernel for m, n <= 32 --------------------
 
 template <typename T>
 struct gesvdj_traits {
   static constexpr const char* kName = "gesvdj";
   int64_t items, m, n;
   bool vectors;  // compute U and V
-  bool econ;     // U m x k, V n x k (k = min(m, n)) instead of square; not with gesvdjBatched
+  bool econ;     // U m x k, V n x k (k = min(m, n)) instead of square
   const void* a_in;
   T* a;  // destroyed
   real_t<T>* s;
@@ -167,36 +167,15 @@ struct gesvdj_traits {
     return ffi::Error::Success();
   }
 
-  bool has_batched() const {
-    return !econ && m <= kGesvdjBatchedMaxN && n <= kGesvdjBatchedMaxN;
-  }
+  // The batched strategy is the kernel: one launch per chunk, no workspace (it works in shared
+  // memory and needs no U and V without vectors), NaN and info written by the kernel itself.
+  bool has_batched() const { return m <= kGesvdjKernelMaxN && n <= kGesvdjKernelMaxN; }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
 
-  ffi::ErrorOr<int> batched_lwork(const LaneContext& ctx, int64_t count) const {
-    JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
-    int lwork = 0;
-    JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdjBatched_bufferSize"),
-                 solver_api<T>::gesvdj_batched_buffer_size(ctx.solver, jobz(), m, n, a, m, s, u,
-                                                           m, v, n, &lwork, params,
-                                                           static_cast<int>(count)));
-    return lwork;
-  }
-
-  ffi::ErrorOr<size_t> batched_workspace(const LaneContext& ctx, int64_t count) const {
-    JCM_ASSIGN_OR_RETURN(int lwork, batched_lwork(ctx, count));
-    return scratch_uv_bytes(count) + static_cast<size_t>(lwork) * sizeof(T);
-  }
-
-  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
-    const int64_t count = end - begin;
-    JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
-    // The slot was sized for the largest chunk; this chunk's own query is never larger.
-    JCM_ASSIGN_OR_RETURN(int lwork, batched_lwork(ctx, count));
-    JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdjBatched"),
-                 solver_api<T>::gesvdj_batched(ctx.solver, jobz(), m, n, a + begin * m * n, m,
-                                               s + begin * k(), u_of(begin, work), m,
-                                               v_of(begin, count, work), n,
-                                               lib_work(count, work), lwork, info + begin,
-                                               params, static_cast<int>(count)));
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(gesvdj_small_batched(ctx.stream, end - begin, m, n, econ, a + begin * m * n,
+                                  s + begin * k(), vectors ? u + begin * m * u_cols() : nullptr,
+                                  vectors ? v + begin * n * v_cols() : nullptr, info + begin));
     return ffi::Error::Success();
   }
 };

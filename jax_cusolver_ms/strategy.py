@@ -81,8 +81,9 @@ BATCHED_MAX_N = {
     # batches there; a single matrix JAX gives to syevj / syevd).
     "syevj": 32,
     "geev": 0,       # no batched API: lanes (geev blocks the host: one thread per lane)
-    # gesvdjBatched (what JAX uses for batches of matrices up to 32 x 32): to be measured
-    # against lanes. gesvd (QR iteration) has no batched API.
+    # The batched Jacobi SVD path is this project's kernel (ffi/svd_kernels.cu, m, n <= 32: one
+    # block per matrix), in place of gesvdjBatched (JAX's own choice for batches there; a single
+    # matrix JAX gives to gesvdj). gesvd (QR iteration) has no batched API.
     "gesvdj": 32,
     "gesvd": 0,
 }
@@ -90,19 +91,21 @@ BATCHED_MAX_N = {
 BATCHED_API_MAX_N = {"syevj": 32, "gesvdj": 32, "sytrf": 1024, "geqrf": 1024, "orgqr": 1024,
                      "ormqr": 1024}
 # Batched paths that are this project's own kernels.
-OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr", "syevj"}
-# ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs / syevd
+OWN_KERNEL_BATCHED = {"sytrf", "sytrs", "geqrf", "orgqr", "ormqr", "syevj", "gesvdj"}
+# ... of which these win even for a single matrix (cuSOLVER's sytrf / Xsytrs / syevj / gesvdj
 # host-synchronise; a single QR goes to cuSOLVER on XLA's stream, as JAX's own).
-SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj"}
+SINGLE_MATRIX_KERNEL = {"sytrf", "sytrs", "syevj", "gesvdj"}
 # Batched paths that are, up to this n (square matrices), this project's one-launch kernel on
 # XLA's stream, the matrix in shared memory, no lanes: syevj ffi/eigh_kernels.cu (in place of
-# syevjBatched); getrf ffi/lu_kernels.cu getrf_small_batched (in place of cuBLAS getrfBatched,
-# which takes 4 launches with JAX's pivot conversions around it: H100 float32 lu_factor 256x16
-# JAX 0.048 ms); getrs getrs_small_batched (JAX's lu_solve: a permutation and two batched
-# triangular solves); potrf / potrs ffi/cholesky_kernels.cu (in place of potrfBatched and
-# JAX's two batched triangular solves). syevj's and getrf's write NaN for a non-finite matrix
-# themselves: no guard around them (tables.UNGUARDED_KERNELS); getrs, potrf and potrs have none
-# on any path (potrf's NaN for a failed factorization is the kernel's own).
+# syevjBatched); gesvdj ffi/svd_kernels.cu (in place of gesvdjBatched; it takes non-square
+# matrices too, under the guard); getrf ffi/lu_kernels.cu getrf_small_batched (in place of
+# cuBLAS getrfBatched, which takes 4 launches with JAX's pivot conversions around it: H100
+# float32 lu_factor 256x16 JAX 0.048 ms); getrs getrs_small_batched (JAX's lu_solve: a
+# permutation and two batched triangular solves); potrf / potrs ffi/cholesky_kernels.cu (in place
+# of potrfBatched and JAX's two batched triangular solves). syevj's, gesvdj's and getrf's write
+# NaN for a non-finite matrix themselves: no guard around them (tables.UNGUARDED_KERNELS); getrs,
+# potrf and potrs have none on any path (potrf's NaN for a failed factorization is the kernel's
+# own).
 SMALL_KERNEL_MAX_N = {**_tables.UNGUARDED_KERNELS, "getrs": 64, "potrf": 64, "potrs": 64}
 # ... and, for the solves, up to this many right-hand sides (inv's n included).
 SMALL_KERNEL_MAX_NRHS = {"getrs": 64, "potrs": 64}
@@ -322,7 +325,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
                     "heuristic")
-    if batch <= 1 and op not in SINGLE_MATRIX_KERNEL:
+    # (A routine with a one-launch kernel counts as a single-matrix kernel where that runs.)
+    single_kernel = op in SINGLE_MATRIX_KERNEL and (kernel or op not in SMALL_KERNEL_MAX_N)
+    if batch <= 1 and not single_kernel:
         # JAX's own lowering of a single matrix is that one cuSOLVER call on XLA's stream
         # already: ours would add a handler's overhead (H100 float32, JAX / ours sequential:
         # cholesky 1x64 0.049 / 0.067 ms, eigh 1x64 0.80 / 0.93, svd 1x64 1.19 / 1.58).

@@ -1,5 +1,6 @@
-"""SVD family: one svd primitive (cuSOLVER gesvdj, gesvdjBatched or gesvd on the lanes) and
-svd, svdvals, pinv, matrix_rank, lstsq, norm, cond built on it.
+"""SVD family: one svd primitive (cuSOLVER gesvdj or gesvd on the lanes, or this project's Jacobi
+kernel for matrices up to 32 x 32) and svd, svdvals, pinv, matrix_rank, lstsq, norm, cond built
+on it.
 
 Semantics follow jax.numpy.linalg (and jax.lax.linalg.svd's `algorithm` and JVP), so imports can
 be swapped. Singular values come back in descending order, as JAX's; the vectors of a
@@ -60,8 +61,7 @@ def _gesvdj(a, full_matrices, compute_uv, choice):
     """Jacobi SVD of any m x n. Returns the outputs and cuSOLVER's info."""
     *batch, m, n = a.shape
     batch, k = tuple(batch), min(m, n)
-    # gesvdjBatched has no economy mode: it returns square U and V, cut to k columns below.
-    econ = not full_matrices and choice.strategy != "batched"
+    econ = not full_matrices
     results = [jax.ShapeDtypeStruct(a.shape, a.dtype),
                jax.ShapeDtypeStruct(batch + (k,), _real_dtype(a.dtype)), info_result(a, 2)]
     if compute_uv:
@@ -74,10 +74,7 @@ def _gesvdj(a, full_matrices, compute_uv, choice):
     if not compute_uv:
         return [s], info
     u, v = vectors  # gesvdj returns V itself
-    vh = mh(v)
-    if not full_matrices:
-        u, vh = u[..., :, :k], vh[..., :k, :]
-    return [s, u, vh], info
+    return [s, u, mh(v)], info
 
 
 def _gesvd(a, full_matrices, compute_uv, choice):
@@ -108,15 +105,23 @@ def _svd_cuda(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
         return _svd_jax(a, **params)
     routine = _strategy.svd_routine(algorithm, m, n)
     choice = _strategy.choose(routine, batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    if choice.runs_small_kernel:
+        # The Jacobi kernel (ffi/svd_kernels.cu) writes NaN itself for a matrix holding NaN /
+        # Inf or not converged, and touches no other: neither guard nor mask, one launch in all.
+        return _gesvdj(a, full_matrices, compute_uv, choice)[0]
+    return nan_for_nonfinite_input(_svd_guarded)(a, choice, **params)
+
+
+def _svd_guarded(a, choice, **params):
     if not choice.uses_ffi:
         return _svd_jax(a, **params)
-    run = _gesvdj if routine == "gesvdj" else _gesvd
-    outs, info = run(a, full_matrices, compute_uv, choice)
+    run = _gesvdj if choice.op == "gesvdj" else _gesvd
+    outs, info = run(a, params["full_matrices"], params["compute_uv"], choice)
     return [nan_unless_ok(x, info) for x in outs]
 
 
 svd_p = SolverPrimitive("jcm_svd", core_ranks=(2,), shape_rule=_svd_shapes,
-                        jax_impl=_svd_jax, cuda_impl=nan_for_nonfinite_input(_svd_cuda))
+                        jax_impl=_svd_jax, cuda_impl=_svd_cuda)
 
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, algorithm, strategy, lanes):
@@ -208,8 +213,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=No
 
     algorithm as jax.lax.linalg.svd's: None / SvdAlgorithm.DEFAULT / "default" (Jacobi up to
     n = 1024, QR iteration above, as JAX on CUDA), SvdAlgorithm.QR / "qr" (cuSOLVER gesvd) or
-    SvdAlgorithm.JACOBI / "jacobi" (gesvdj; gesvdjBatched for batches of matrices up to 32 x 32
-    under strategy "batched"). Without a GPU every algorithm runs JAX's own SVD.
+    SvdAlgorithm.JACOBI / "jacobi" (gesvdj; for matrices up to 32 x 32 under strategy "batched",
+    this project's one-launch Jacobi kernel). Without a GPU every algorithm runs JAX's own SVD.
 
     hermitian=True uses JAX's own eigh, as jnp does (algorithm, strategy and lanes do not apply).
     Differentiable as jax.lax.linalg.svd (not for full_matrices=True with m != n).

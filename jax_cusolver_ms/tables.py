@@ -50,12 +50,13 @@ TINY_MS = 0.25
 XLA_MARGIN_TINY = 0.35
 # ... except where the alternative is this project's one-launch kernel that needs no
 # non-finite-input guard (the batched path of these routines up to this n: syevj
-# ffi/eigh_kernels.cu, getrf ffi/lu_kernels.cu). There `auto`'s "xla" runs JAX's lowering inside
-# the guard, one more kernel (5-12 us, benchmarks/results/s10-guard-probe.md) that the "xla" time
-# (JAX's own function) leaves out, as large as XLA_MARGIN at these sizes: only MARGIN applies
-# then. H100 float32 eigh 64x32: the kernel 0.128 ms, JAX 0.136 (s15-jacobi-kernel3), and JAX
-# inside the guard 0.92x of JAX in the grid (0.89x at 256x16 before the kernel won there).
-UNGUARDED_KERNELS = {"syevj": 32, "getrf": 64}
+# ffi/eigh_kernels.cu, gesvdj ffi/svd_kernels.cu, getrf ffi/lu_kernels.cu). There `auto`'s
+# "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us,
+# benchmarks/results/s10-guard-probe.md) that the "xla" time (JAX's own function) leaves out, as
+# large as XLA_MARGIN at these sizes: only MARGIN applies then. H100 float32 eigh 64x32: the
+# kernel 0.128 ms, JAX 0.136 (s15-jacobi-kernel3), and JAX inside the guard 0.92x of JAX in the
+# grid (0.89x at 256x16 before the kernel won there).
+UNGUARDED_KERNELS = {"syevj": 32, "gesvdj": 32, "getrf": 64}
 # How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
 # out the heuristic rules do.
 EXTRAPOLATE_N = 2

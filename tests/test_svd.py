@@ -620,15 +620,71 @@ def test_cuda_lowering_layouts_and_attributes(claim_extension):
     assert "transposed = 1" in wide and "dense<[2, 1, 0]>" in wide
     tall = _exported_text(lambda a: svd(a, algorithm="qr"), [(3, 9, 5)], np.float32, "cuda")
     assert "transposed = 0" in tall and "dense<[1, 2, 0]>" in tall
-    # gesvdjBatched has no economy mode: batched asks for square vectors.
+    # The Jacobi kernel (batched) has an economy mode, as gesvdj on the lanes.
     batched = _exported_text(lambda a: svd(a, False, strategy="batched"), [(8, 9, 5)],
                              np.float32, "cuda")
-    assert "econ = 0" in batched and "strategy = 2" in batched
+    assert "econ = 1" in batched and "strategy = 2" in batched
     looped = _exported_text(lambda a: svd(a, False, strategy="looped"), [(8, 9, 5)],
                             np.float32, "cuda")
     assert "econ = 1" in looped and "strategy = 0" in looped
     values = _exported_text(lambda a: svdvals(a), [(8, 9, 5)], np.float32, "cuda")
     assert "compute_uv = 0" in values
+
+
+def test_auto_takes_the_svd_kernel_up_to_32():
+    # The heuristic (no shipped table applies to "No Such GPU"): the kernel from one matrix on,
+    # JAX's own lowering for a single larger one, lanes for a batch of them.
+    for shape in [(1, 16, 16), (4, 32, 32), (256, 8, 8), (3, 1, 1), (4, 9, 30)]:
+        plan = jcm.explain("svd", shape, np.float32, gpu="No Such GPU")
+        assert (plan.op, plan.strategy, plan.lanes) == ("gesvdj", "batched", 1), plan
+    assert jcm.explain("svd", (1, 64, 64), np.float32, gpu="No Such GPU").strategy == "xla"
+    assert jcm.explain("svd", (4, 33, 33), np.float32, gpu="No Such GPU").strategy == "looped"
+
+
+def test_the_svd_kernel_runs_without_the_guard(claim_extension):
+    # The kernel writes NaN itself: no is_finite pass and no mask around its call (square up to
+    # 32, where the tables measure it; a non-square matrix keeps the guard).
+    text = _lowered_text(lambda a: svd(a, strategy="batched"), [(4, 16, 16)], np.float32, "cuda")
+    assert "jcm_gesvdj" in text and "is_finite" not in text
+    text = _lowered_text(lambda a: svd(a, strategy="looped"), [(4, 16, 16)], np.float32, "cuda")
+    assert "jcm_gesvdj" in text and "is_finite" in text
+
+
+# (batch, m, n): square, tall and wide at the kernel's limit, odd and tiny sizes.
+KERNEL_SHAPES = [(300, 32, 32), (300, 32, 7), (300, 5, 32), (50, 31, 31), (50, 1, 1), (50, 2, 3),
+                 (50, 17, 16)]
+
+
+def _kernel_inputs(rng, shape, dtype):
+    """Random matrices, and among them: zero, rank one, graded (column scales 1 .. 1e-6),
+    unitary (all singular values 1), one holding NaN and one holding Inf (the last two)."""
+    count, m, n = shape
+    a = random_matrix(rng, shape, dtype, "general")
+    a[0] = 0
+    a[1] = random_rhs(rng, (m, 1), dtype) @ random_rhs(rng, (1, n), dtype)
+    a[2] = a[2] * np.logspace(0, -6, n)[None, :].astype(a.real.dtype)
+    if m == n:
+        a[3] = np.linalg.qr(widened(random_matrix(rng, (m, n), dtype)))[0].astype(dtype)
+    a[-2, m // 2, n // 2] = np.nan
+    a[-1, 0, n - 1] = np.inf
+    return a
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", KERNEL_SHAPES, ids=ids)
+def test_svd_kernel_on_many_matrices(rng, dtype, shape):
+    a = _kernel_inputs(rng, shape, dtype)
+    assert jcm.explain("svd", shape, dtype, strategy="batched").strategy == "batched"
+    good = slice(0, shape[0] - 2)
+    for full_matrices in (True, False):
+        u, s, vh = (np.asarray(x) for x in svd(a, full_matrices, strategy="batched"))
+        assert np.isnan(s[-2:]).all() and np.isnan(u[-2:]).all() and np.isnan(vh[-2:]).all()
+        check_svd(a[good], u[good], s[good], vh[good], full_matrices, dtype)
+        assert np.all(s[0] == 0) and np.all(s[1, 1:] <= _tol(dtype, a) * s[1, 0])
+    values = np.asarray(svdvals(a, strategy="batched"))
+    assert np.isnan(values[-2:]).all()
+    check_values(a[good], values[good], dtype)
 
 
 def _lowered_text(fn, shapes, dtype, platform):
