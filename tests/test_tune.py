@@ -673,6 +673,33 @@ def test_bench_pools_rounds_where_the_same_lowering_disagrees(monkeypatch, ours_
     assert len(calls) == 2 * (rounds - 1)
 
 
+def test_bench_det_error_is_per_unit_of_condition():
+    # JAX's answer passes det's own floor; one flipped sign or a 1% error everywhere fails it,
+    # while the same 1% on an ill-conditioned matrix alone weighs less than on a benign one.
+    bench = importlib.import_module("benchmarks.bench")
+    op = bench.OPS["det"]
+    (a,), truth = op.build(jax.random.key(3), 8, 64, np.float32)
+    d_true, cond = (np.asarray(x) for x in truth)
+    assert np.all(cond >= 1) and d_true.shape == cond.shape == (8,)
+    floor = op.error_floor["float32"]
+    assert float(op.error((a,), truth, jnp.linalg.det(a))) <= floor
+    d = np.asarray(jnp.linalg.det(a))
+    assert float(op.error((a,), truth, d * np.where(np.arange(8) == 2, -1, 1))) > floor
+    assert float(op.error((a,), truth, d * 1.01)) > floor
+    worst, best = int(np.argmax(cond)), int(np.argmin(cond))
+    one_off = [float(op.error((a,), truth, np.where(np.arange(8) == i, d_true * 1.01, d_true)))
+               for i in (worst, best)]
+    assert one_off[0] < one_off[1]
+
+
+def test_report_forwards_min_repeats_and_no_torch():
+    report = importlib.import_module("benchmarks.report")
+    _, bench_args = report.parse_args(["--min-repeats", "2", "--no-torch"])
+    assert bench_args.min_repeats == 2 and bench_args.no_torch
+    _, bench_args = report.parse_args([])
+    assert bench_args.min_repeats == 3 and not bench_args.no_torch
+
+
 def test_build_table_merges_tuned_tables_later_files_winning(tmp_path):
     build_table = importlib.import_module("benchmarks.build_table")
     gpu = "NVIDIA Test GPU"
