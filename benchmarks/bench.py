@@ -894,8 +894,9 @@ def markdown(cells: list[dict], env: dict, strategies: Sequence[str]) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines.append("")
     floors = ", ".join(f"{d} {v:g}" for d, v in ERROR_FLOOR.items())
+    ops_here = {c["op"] for c in cells}
     own = [f"{o.name}: " + ", ".join(f"{d} {v:g}" for d, v in o.error_floor.items())
-           for o in OPS.values() if o.error_floor and o.name in {c["op"] for c in cells}]
+           for o in OPS.values() if o.error_floor and o.name in ops_here]
     floors += f" ({'; '.join(own)})" if own else ""
     lines.append(f"Strategies timed: {', '.join(strategies)}. 'best jcm': the fastest whose "
                  f"answer passed the check, error <= max({ERROR_RATIO:g} x JAX's error, "

@@ -49,22 +49,27 @@ inline constexpr bool is_complex_v = false;
 template <typename R>
 inline constexpr bool is_complex_v<cuda::std::complex<R>> = true;
 
-__device__ inline float shfl_down(float v, int offset) {
-  return __shfl_down_sync(0xffffffffu, v, offset);
+// The warp shuffles of a float or double, and of a complex number part by part (`shuffled`
+// is the one place that knows the types).
+template <typename V, typename Shuffle>
+__device__ inline V shuffled(V v, Shuffle shuffle) {
+  if constexpr (is_complex_v<V>) {
+    return {shuffle(v.real()), shuffle(v.imag())};
+  } else {
+    return shuffle(v);
+  }
 }
-__device__ inline double shfl_down(double v, int offset) {
-  return __shfl_down_sync(0xffffffffu, v, offset);
+template <typename V>
+__device__ inline V shfl_down(V v, int offset) {
+  return shuffled(v, [=](auto x) { return __shfl_down_sync(0xffffffffu, x, offset); });
 }
-template <typename R>
-__device__ inline cuda::std::complex<R> shfl_down(cuda::std::complex<R> v, int offset) {
-  return {shfl_down(v.real(), offset), shfl_down(v.imag(), offset)};
+template <typename V>
+__device__ inline V shfl_idx(V v, int lane) {
+  return shuffled(v, [=](auto x) { return __shfl_sync(0xffffffffu, x, lane); });
 }
-
-__device__ inline float shfl_idx(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
-__device__ inline double shfl_idx(double v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
-template <typename R>
-__device__ inline cuda::std::complex<R> shfl_idx(cuda::std::complex<R> v, int lane) {
-  return {shfl_idx(v.real(), lane), shfl_idx(v.imag(), lane)};
+template <typename V>
+__device__ inline V shfl_xor(V v, int mask) {
+  return shuffled(v, [=](auto x) { return __shfl_xor_sync(0xffffffffu, x, mask); });
 }
 
 // The sum over a warp, on lane 0 (every lane must call).
@@ -72,17 +77,6 @@ template <typename V>
 __device__ inline V warp_sum(V v) {
   for (int offset = 16; offset > 0; offset /= 2) v += shfl_down(v, offset);
   return v;
-}
-
-__device__ inline float shfl_xor(float v, int mask) {
-  return __shfl_xor_sync(0xffffffffu, v, mask);
-}
-__device__ inline double shfl_xor(double v, int mask) {
-  return __shfl_xor_sync(0xffffffffu, v, mask);
-}
-template <typename R>
-__device__ inline cuda::std::complex<R> shfl_xor(cuda::std::complex<R> v, int mask) {
-  return {shfl_xor(v.real(), mask), shfl_xor(v.imag(), mask)};
 }
 
 // The warp's sum on every lane, bitwise the same on all (a butterfly: each lane adds the same

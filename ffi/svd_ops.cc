@@ -126,18 +126,18 @@ struct gesvdj_traits {
   cusolverEigMode_t jobz() const {
     return vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   }
-  // Without vectors, U and V of `count` items sit at the start of the workspace slot.
-  size_t scratch_uv_bytes(int64_t count) const {
-    return vectors ? 0 : align_up(count * (m * u_cols() + n * v_cols()) * sizeof(T));
+  // Without vectors, gesvdj's U and V of item i sit at the start of its lane's workspace slot.
+  size_t scratch_uv_bytes() const {
+    return vectors ? 0 : align_up((m * u_cols() + n * v_cols()) * sizeof(T));
   }
-  T* u_of(int64_t first, void* work) const {
-    return vectors ? u + first * m * u_cols() : static_cast<T*>(work);
+  T* u_of(int64_t i, void* work) const {
+    return vectors ? u + i * m * u_cols() : static_cast<T*>(work);
   }
-  T* v_of(int64_t first, int64_t count, void* work) const {
-    return vectors ? v + first * n * v_cols() : static_cast<T*>(work) + count * m * u_cols();
+  T* v_of(int64_t i, void* work) const {
+    return vectors ? v + i * n * v_cols() : static_cast<T*>(work) + m * u_cols();
   }
-  T* lib_work(int64_t count, void* work) const {
-    return reinterpret_cast<T*>(static_cast<std::byte*>(work) + scratch_uv_bytes(count));
+  T* lib_work(void* work) const {
+    return reinterpret_cast<T*>(static_cast<std::byte*>(work) + scratch_uv_bytes());
   }
 
   ffi::Error prologue(cudaStream_t stream) const {
@@ -154,16 +154,16 @@ struct gesvdj_traits {
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdj_bufferSize"),
                  solver_api<T>::gesvdj_buffer_size(ctx.solver, jobz(), econ, m, n, a, m, s, u, m,
                                                    v, n, &lwork, params));
-    return Workspace{scratch_uv_bytes(1) + static_cast<size_t>(lwork) * sizeof(T), 0};
+    return Workspace{scratch_uv_bytes() + static_cast<size_t>(lwork) * sizeof(T), 0};
   }
 
   ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
     JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
-    int lwork = static_cast<int>((ws.device_bytes - scratch_uv_bytes(1)) / sizeof(T));
+    int lwork = static_cast<int>((ws.device_bytes - scratch_uv_bytes()) / sizeof(T));
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdj"),
                  solver_api<T>::gesvdj(ctx.solver, jobz(), econ, m, n, a + i * m * n, m,
-                                       s + i * k(), u_of(i, work), m, v_of(i, 1, work), n,
-                                       lib_work(1, work), lwork, info + i, params));
+                                       s + i * k(), u_of(i, work), m, v_of(i, work), n,
+                                       lib_work(work), lwork, info + i, params));
     return ffi::Error::Success();
   }
 
