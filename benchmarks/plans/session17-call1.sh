@@ -9,6 +9,8 @@ source benchmarks/plans/device_call.sh
 DTYPES=float64,float32 MIN_REPEATS=1 NO_TORCH=1 \
   grid_beside "${GRID_OPS:-svdvals,svd_qr,svd}" "${UNTIL:-500}" 1
 export CUDA_VISIBLE_DEVICES=0
+# Session 16's review changed gesvdj_traits' workspace helpers after its last GPU run.
+gpu_tests "tests/test_svd.py" "${TEST_TIMEOUT:-120}"
 timeout "$(kill_at "${BENCH_S:-120}")" python3 -m benchmarks.bench --ops qr,qr_r,qr_multiply \
   --dtypes float32,float64 --strategies batched,sequential --no-torch --tag s17-qr-single \
   --out "$OUT/r" --shapes 1x8,1x16,1x32,1x64 > "$OUT/r/bench-qr.txt" 2>&1
