@@ -2,6 +2,7 @@
 
 #include "kernel_util.cuh"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -335,21 +336,28 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // Block (matrix, chunk of up to kRhsPerBlock right-hand sides) solves with LAPACK ?sytrs's
-// sequence for UPLO = 'L': forward through the pivots with L and D, then back with L^T.
+// sequence for UPLO = 'L': forward through the pivots with L and D, then back with L^T. A warp
+// per right-hand side (up to kWarps): a step's value is read right after another thread wrote
+// it, so the chunk of B sits in shared memory when it fits (ld_shared > 0), where that round
+// trip is several times shorter than through L2, and a block has no warp without a column.
 constexpr int kRhsPerBlock = 32;
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sytrs_lower_kernel(int n, int nrhs, const T* ld_all, const int64_t* ipiv_all, T* b_all) {
+    sytrs_lower_kernel(int n, int nrhs, int ld_shared, const T* ld_all, const int64_t* ipiv_all,
+                       T* b_all) {
   const T* a = ld_all + static_cast<int64_t>(blockIdx.x) * n * n;
   const int64_t* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
   const int c0 = blockIdx.y * kRhsPerBlock;
   const int cols = min(kRhsPerBlock, nrhs - c0);
-  T* b = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
+  T* b_global = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
+  T* b = ld_shared ? reinterpret_cast<T*>(dynamic_shared()) : b_global;
+  const int ldb = ld_shared ? ld_shared : n;
+  if (ld_shared) copy_matrix(b, ldb, b_global, n, n, cols);
   auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
-  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * n]; };
+  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * ldb]; };
   const int tid = threadIdx.x, nthreads = blockDim.x;
-  const int warp = tid / 32, lane = tid % 32;
+  const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
   // A pivot out of [1, n] is no interchange: never an out-of-bounds access.
   auto target = [&](int64_t p) -> int { return p >= 1 && p <= n ? static_cast<int>(p - 1) : -1; };
   auto swap_rows = [&](int r, int s) {
@@ -367,7 +375,7 @@ __global__ void __launch_bounds__(kThreads)
     if (p > 0) {
       swap_rows(k, target(p));
       __syncthreads();
-      for (int c = warp; c < cols; c += kWarps) {
+      for (int c = warp; c < cols; c += nwarps) {
         const T bk = B(k, c);
         for (int i = k + 1 + lane; i < n; i += 32) B(i, c) -= A(i, k) * bk;
       }
@@ -378,7 +386,7 @@ __global__ void __launch_bounds__(kThreads)
       if (k + 1 >= n) break;  // a malformed trailing 2x2 pivot: the caller NaNs this item
       swap_rows(k + 1, target(-p));
       __syncthreads();
-      for (int c = warp; c < cols; c += kWarps) {
+      for (int c = warp; c < cols; c += nwarps) {
         const T bk = B(k, c), bkp1 = B(k + 1, c);
         for (int i = k + 2 + lane; i < n; i += 32) {
           B(i, c) = B(i, c) - A(i, k) * bk - A(i, k + 1) * bkp1;
@@ -405,7 +413,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = n - 1; k >= 0;) {
     const int64_t p = ipiv[k];
     const bool two = p < 0 && k >= 1;
-    for (int c = warp; c < cols; c += kWarps) {
+    for (int c = warp; c < cols; c += nwarps) {
       T s0 = T(0), s1 = T(0);
       for (int i = k + 1 + lane; i < n; i += 32) {
         s0 += A(i, k) * B(i, c);
@@ -423,6 +431,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     k -= two ? 2 : 1;
   }
+  if (ld_shared) copy_matrix(b_global, n, b, ldb, n, cols);
 }
 
 // The blocked solve (sytrs_lower_blocked_*; NumPy model benchmarks/diag/
@@ -791,10 +800,16 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
   if (n > INT32_MAX || count > INT32_MAX || chunks > 65535) return cudaErrorInvalidValue;
+  const int64_t cols = std::min<int64_t>(kRhsPerBlock, nrhs);
+  // Up to 48 KiB a block, so that a batch keeps several blocks on each SM (a step's work is
+  // short: blocks side by side hide its latency); a larger chunk stays in global memory.
+  MatrixPlace place = place_matrix(n, cols, sizeof(D), 0);
+  if (place.smem_bytes + kStaticShared > 48 * 1024) place = MatrixPlace{};
+  const int threads = 32 * static_cast<int>(std::min<int64_t>(kWarps, cols));
   dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
-  sytrs_lower_kernel<D><<<grid, kThreads, 0, stream>>>(
-      static_cast<int>(n), static_cast<int>(nrhs), reinterpret_cast<const D*>(ld), ipiv,
-      reinterpret_cast<D*>(b));
+  sytrs_lower_kernel<D><<<grid, threads, place.smem_bytes, stream>>>(
+      static_cast<int>(n), static_cast<int>(nrhs), place.ld_shared,
+      reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b));
   return cudaGetLastError();
 }
 

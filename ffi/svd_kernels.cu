@@ -40,9 +40,10 @@ __device__ void fill_nan(int k, int64_t u_size, int64_t v_size, R* s, T* u, T* v
 // rounded up to even: an odd count gets a zero column that no rotation touches), V' (cp x cp) and
 // U' (rows x rows), each with leading dimension its row count. A round: warp w rotates the
 // columns of pair w of the round-robin order (disjoint, so no barrier inside a round): its lanes
-// hold the two columns' rows, three butterfly sums give their Gram matrix [[alpha, gamma],
-// [conj(gamma), beta]], and the rotation that diagonalizes it (jacobi.cuh rotation_for) turns the
-// two columns of W and of V'. Converged: a sweep in which no pair was out of orthogonality.
+// hold the two columns' rows, and their Gram matrix [[alpha, gamma], [conj(gamma), beta]] is one
+// butterfly sum (gamma) and the squared norms alpha, beta, which the rotations carry along (summed
+// afresh each sweep); the rotation that diagonalizes it (jacobi.cuh rotation_for) turns the two
+// columns of W and of V'. Converged: a sweep in which no pair was out of orthogonality.
 template <typename T>
 __global__ void __launch_bounds__(kSvdThreads)
     gesvdj_small_kernel(int m, int n, bool econ, const T* a_all,
@@ -98,6 +99,13 @@ __global__ void __launch_bounds__(kSvdThreads)
   const R keep_norm = sqrt(negligible / tol);
   bool converged = false;
   for (int sweep = 0; sweep < kMaxSweeps && !converged; ++sweep) {
+    // The columns' squared norms (in sigma until the end), summed afresh each sweep; a rotation
+    // carries them along, so a round sums only the pair's inner product.
+    for (int j = warp; j < cp; j += warps) {
+      const R norm2 = warp_allsum(abs2(lane < rows ? w[lane + j * rows] : T(0)));
+      if (lane == 0) sigma[j] = norm2;
+    }
+    __syncthreads();
     bool rotated = false;
     for (int round = 0; round < cp - 1; ++round) {
       int p = circle_index(warp, round, cp), q = circle_index(cp - 1 - warp, round, cp);
@@ -105,15 +113,23 @@ __global__ void __launch_bounds__(kSvdThreads)
       T* wp_col = w + p * rows;
       T* wq_col = w + q * rows;
       const T wp = lane < rows ? wp_col[lane] : T(0), wq = lane < rows ? wq_col[lane] : T(0);
-      const R alpha = warp_allsum(abs2(wp)), beta = warp_allsum(abs2(wq));
+      const R alpha = sigma[p], beta = sigma[q];
       const T gamma = warp_allsum(conj_of(wp) * wq);
       const R g2 = abs2(gamma);
       if (g2 > tol2 * alpha * beta && g2 >= negligible2) {  // the same on every lane
         const Rotation<T, R> r = rotation_for(alpha, beta, gamma);
+        const T new_p = r.c * wp - r.se * wq, new_q = r.s * wp + r.ce * wq;
         if (lane < rows) {
-          wp_col[lane] = r.c * wp - r.se * wq;
-          wq_col[lane] = r.s * wp + r.ce * wq;
+          wp_col[lane] = new_p;
+          wq_col[lane] = new_q;
         }
+        // The Gram matrix's diagonal moves by the shift (jacobi.cuh). A norm that loses half of
+        // itself or more to it has lost digits in the difference: summed again.
+        R alpha_new = alpha - r.shift, beta_new = beta + r.shift;
+        if (!(alpha_new >= R(0.5) * alpha)) alpha_new = warp_allsum(abs2(new_p));
+        if (!(beta_new >= R(0.5) * beta)) beta_new = warp_allsum(abs2(new_q));
+        __syncwarp();  // every lane has read sigma[p], sigma[q] before lane 0 writes them
+        if (lane == 0) sigma[p] = alpha_new, sigma[q] = beta_new;
         if (vectors && lane < cp) {
           T* vp = vr + p * cp;
           T* vq = vr + q * cp;
