@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -26,7 +27,10 @@ namespace {
 // each (count <= SMs), 512 threads hide more of it from n = 128 on; where blocks share SMs, 256
 // (H100 float32 ?sytf2 kernel, 256 / 512 threads: 64x64 0.132 / 0.138 ms, 64x128 0.316 / 0.303,
 // 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels: 512 from n = 512 (64x1024
-// blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 / 0.819).
+// blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 / 0.819). Fewer
+// threads lose at every small shape: each warp then updates more of the step's columns one after
+// another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 1x32 0.100 / 0.088 / 0.058 / 0.063,
+// 256x32 0.125 / 0.086 / 0.072 / 0.079, 256x128 1.40 / 0.78 / 0.47 / 0.37; s17-ldl-t*).
 // JCM_LDL_THREADS (a multiple of 32 up to 1024) sets every launch's, to measure.
 enum class LdlKernel { kSytf2, kPanel };
 
@@ -117,6 +121,18 @@ inline int64_t ldl_block() {
   return block;
 }
 
+// The trailing update's GEMM block columns. A single matrix takes its whole trailing square in
+// one GEMM: the upper triangle's half is wasted flops (and never read: the kernels read the lower
+// triangle, and ldl_factor returns tril), but at batch 1 the ~(n - target) / kLdlUpdateBlock
+// launches a panel cost more than those flops (H100, s17-ldl-whole / s17-ldl-upd256: 1x2048
+// float32 12.7 / 13.4 ms, float64 15.4 / 16.1; 1x1024 4.25 / 4.46; equal up to n = 512).
+// JCM_LDL_UPDATE_BLOCK sets it, to measure.
+inline int64_t ldl_update_block(int64_t count, int64_t n) {
+  static const int64_t forced = block_size_from_env("JCM_LDL_UPDATE_BLOCK", 0, 8, INT32_MAX);
+  if (forced) return forced;
+  return count == 1 ? n : kLdlUpdateBlock;
+}
+
 template <typename T>
 ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                          const sytrf_traits<T>& op) {
@@ -148,8 +164,9 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                                      info, ldl_threads(LdlKernel::kPanel, n, count)));
         // A(target:, target:) -= L W^T, block column by block column from the diagonal down
         // (transpose, not conjugate: complex symmetric).
-        for (int64_t c = target; c < n; c += kLdlUpdateBlock) {
-          const int64_t width = std::min(kLdlUpdateBlock, n - c);
+        const int64_t update_block = ldl_update_block(count, n);
+        for (int64_t c = target; c < n; c += update_block) {
+          const int64_t width = std::min(update_block, n - c);
           JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
                      solver_api<T>::gemm_strided_batched(
                          ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, n - c, width, nb + 1, &minus_one,

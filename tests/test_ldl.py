@@ -684,6 +684,22 @@ def test_blocked_matches_lapack(rng, dtype, n, kind):
     assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n", [2 * LDL_BLOCK + 1, 300])
+def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
+    # A single matrix updates its whole trailing square in one GEMM (ldl_ops.cc
+    # ldl_update_block): the upper triangle it writes is never read and never returned, NaN there
+    # included.
+    a = symmetric(rng, (n, n), dtype, kind="zero_diagonal").astype(dtype)
+    poisoned = np.where(np.triu(np.ones((n, n), bool), 1), np.array(np.nan, dtype), a)
+    ld, pivots = ldl_factor(poisoned, strategy="blocked")
+    assert np.all(np.asarray(ld)[np.triu_indices(n, 1)] == 0)
+    check_factorization(a, ld, pivots, dtype)
+    b = _gaussian(rng, (n, 2), dtype).astype(dtype)
+    x = ldl_solve(ld, pivots, b, strategy="blocked")
+    assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
+
+
 @pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
 def test_blocked_zero_column(rng, zero):
     # A zero column in the first panel or a later one: D(k, k) = 0, no interchange, info kept
