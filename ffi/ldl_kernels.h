@@ -27,6 +27,15 @@ template <typename T>
 cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
                                 int* info, int threads);
 
+// Largest n of sytrf_small_batched.
+inline constexpr int64_t kLdlWarpMaxN = 32;
+
+// sytrf_lower_batched's factorization (the same pivots, L and D, bit for bit) for n <=
+// kLdlWarpMaxN: one warp per matrix, its rows in registers (ldl_kernels.cu sytrf_small_kernel).
+template <typename T>
+cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
+                                int* info);
+
 // The blocked factorization's pieces (ldl_ops.cc sytrf_blocked drives them; the NumPy model is
 // benchmarks/diag/ldl_blocked_model.py sytrf_lower_uniform). One panel of LAPACK ?lasyf per
 // matrix: matrix i continues from its column progress[i] and stops at column `target` or, when a

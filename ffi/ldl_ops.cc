@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 
@@ -45,6 +46,23 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
     return 256;
   }
   return n >= 128 && count <= sms ? 512 : 256;
+}
+
+// Up to this n the batched factorization runs the warp-per-matrix kernel (sytrf_small_batched:
+// a step is shuffles and selects, where the block kernel's is a few barriers): n <= 32 in float,
+// n <= 16 for wider elements (H100, the whole ldl_factor against the block kernel, s17-ldl-warp
+// / s17-ldl-block: float32 256x32 0.056 / 0.076 ms, 4x32 0.052 / 0.058, 256x16 0.030 / 0.041;
+// float64 256x16 0.035 / 0.043, 4x16 0.032 / 0.036, but 4x32 0.087 / 0.066 and 256x32 0.097 /
+// 0.072: a double's shuffles and selects are two each; complex was not measured and goes by its
+// element size). JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
+template <typename T>
+inline int64_t ldl_warp_max_n() {
+  static const int64_t forced = [] {
+    const char* env = std::getenv("JCM_LDL_WARP_MAX_N");
+    return env ? std::clamp<int64_t>(std::atoll(env), 0, kLdlWarpMaxN) : int64_t{-1};
+  }();
+  if (forced >= 0) return forced;
+  return sizeof(T) <= 4 ? kLdlWarpMaxN : 16;
 }
 
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
@@ -89,8 +107,14 @@ struct sytrf_traits {
   bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n, ipiv + begin * n,
-                                 info + begin, ldl_threads(LdlKernel::kSytf2, n, end - begin)));
+    if (n <= ldl_warp_max_n<T>()) {
+      JCM_CUDA(sytrf_small_batched(ctx.stream, end - begin, n, a + begin * n * n,
+                                   ipiv + begin * n, info + begin));
+    } else {
+      JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n,
+                                   ipiv + begin * n, info + begin,
+                                   ldl_threads(LdlKernel::kSytf2, n, end - begin)));
+    }
     return ffi::Error::Success();
   }
 };

@@ -606,12 +606,13 @@ def test_explain_knows_the_public_names():
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("n", [2, 33, 63, 257, 300])
+@pytest.mark.parametrize("n", [2, 5, 16, 17, 31, 32, 33, 63, 257, 300])
 @pytest.mark.parametrize("kind", ["indefinite", "zero_diagonal"])
 def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
-    # Sizes around the warp (32) and the block (256 threads); zero diagonals force 2x2 blocks.
-    # The kernel follows LAPACK ?sytf2 step by step: below LAPACK's block size (64) the pivots
-    # are LAPACK's own exactly; above, the factor must reconstruct A and solve like NumPy.
+    # The warp kernel's three sizes (n <= 8, 16, 32), then the block kernel around the warp (32)
+    # and the block (256 threads); zero diagonals force 2x2 blocks. Both follow LAPACK ?sytf2
+    # step by step: below LAPACK's block size (64) the pivots are LAPACK's own exactly; above,
+    # the factor must reconstruct A and solve like NumPy.
     a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
     ld, pivots = ldl_factor(a, strategy="batched")
     check_factorization(a, ld, pivots, dtype)
@@ -633,15 +634,28 @@ def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
             assert rel_err(x, x_lanes) <= solve_tolerance(a, dtype)
 
 
-def test_batched_kernel_zero_column(rng):
+@pytest.mark.parametrize("n", [12, 40])
+def test_batched_kernel_zero_column(rng, n):
     # A zero column: D(k, k) = 0 with no interchange, as LAPACK (info > 0 is not an error). On
-    # the CPU this checks the expectation against LAPACK itself; on the GPU, the kernel.
-    # Diagonally dominant: no interchange anywhere, so column 5 is still zero at step 5.
-    a = symmetric(rng, (2, 40, 40), np.float64) + 200 * np.eye(40)
+    # the CPU this checks the expectation against LAPACK itself; on the GPU, the warp kernel
+    # (n = 12) and the block kernel (40). Diagonally dominant: no interchange anywhere, so
+    # column 5 is still zero at step 5.
+    a = symmetric(rng, (2, n, n), np.float64) + 5 * n * np.eye(n)
     a[1, 5, :] = a[1, :, 5] = 0
     ld, pivots = ldl_factor(a, strategy="batched")
     assert np.asarray(pivots)[1, 5] == 6 and np.asarray(ld)[1, 5, 5] == 0
     check_factorization(a, ld, pivots, np.float64)
+
+
+@pytest.mark.parametrize("n", [12, 40])
+def test_batched_kernel_nan_stays_in_its_matrix(rng, n):
+    # NaN in one matrix of the batch: no hang and no error, NaN in that factor, and its
+    # neighbours factored as if alone (the warp kernel at n = 12, the block kernel at 40).
+    a = symmetric(rng, (3, n, n), np.float64)
+    a[1, 7, 2] = a[1, 2, 7] = np.nan
+    ld, pivots = ldl_factor(a, strategy="batched")
+    assert np.isnan(np.asarray(ld)[1]).any()
+    check_factorization(a[0::2], np.asarray(ld)[0::2], np.asarray(pivots)[0::2], np.float64)
 
 
 @requires_gpu
