@@ -13,6 +13,16 @@ namespace {
 
 using namespace kernel;
 
+// Step k's LAPACK pivot entries, 1-based and `base` added (the whole matrix's numbering): kp + 1,
+// or -(kp + 1) twice for a 2x2 step.
+__device__ inline void record_pivot(int* ipiv, int k, int kp, int kstep, int base) {
+  if (kstep == 1) {
+    ipiv[k] = base + kp + 1;
+  } else {
+    ipiv[k] = ipiv[k + 1] = -(base + kp + 1);
+  }
+}
+
 // One block factors one matrix (column-major, A(i, j) = a[i + j n]), following LAPACK ?sytf2
 // step by step; every thread takes the same pivot decisions from the same shared reads.
 // ld_shared > 0: the matrix is worked on in shared memory (MatrixPlace), after the scratch.
@@ -160,13 +170,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         }
       }
     }
-    if (tid == 0) {
-      if (kstep == 1) {
-        ipiv[k] = start + kp + 1;
-      } else {
-        ipiv[k] = ipiv[k + 1] = -(start + kp + 1);
-      }
-    }
+    if (tid == 0) record_pivot(ipiv, k, kp, kstep, start);
     k += kstep;
     __syncthreads();
   }
@@ -315,13 +319,7 @@ __global__ void __launch_bounds__(32)
         if (live) a[label + k * n] = w0, a[label + (k + 1) * n] = w1;
       }
     }
-    if (lane == 0) {
-      if (kstep == 1) {
-        ipiv[k] = kp + 1;
-      } else {
-        ipiv[k] = ipiv[k + 1] = -(kp + 1);
-      }
-    }
+    if (lane == 0) record_pivot(ipiv, k, kp, kstep, 0);
     k += kstep;
   }
   if (lane == 0) info_all[blockIdx.x] = info;
@@ -440,13 +438,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         if (tid == 0) A(k, k) = akk, A(k + 1, k) = ak1k, A(k + 1, k + 1) = ak1k1;
       }
     }
-    if (tid == 0) {
-      if (kstep == 1) {
-        ipiv[k] = kp + 1;
-      } else {
-        ipiv[k] = ipiv[k + 1] = -(kp + 1);
-      }
-    }
+    if (tid == 0) record_pivot(ipiv, k, kp, kstep, 0);
     k += kstep;
     __syncthreads();
   }

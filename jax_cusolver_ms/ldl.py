@@ -13,8 +13,9 @@ Where it runs:
         (ffi/ldl_kernels.cu: LAPACK ?sytf2 / ?sytrs step by step, one launch per chunk of the
         batch; the factor one warp per matrix with its rows in registers up to n = 32 in
         float32 and 16 in wider dtypes, one thread block per matrix up to 1024), the choice of
-        `auto` wherever they apply, single matrices included. Otherwise cusolverDn<t>sytrf and cusolverDnXsytrs on
-        lanes (cuSOLVER has no batched LDL^T, and both routines synchronise with the host).
+        `auto` wherever they apply, single matrices included. Otherwise cusolverDn<t>sytrf and
+        cusolverDnXsytrs on lanes (cuSOLVER has no batched LDL^T, and both routines synchronise
+        with the host).
         cuSOLVER 12.0 has no Hermitian (hetrf) routine: hermitian=True with a complex dtype
         runs the host path below on GPU as well.
   CPU   LAPACK ?sytrf / ?sytrs (?hetrf / ?hetrs for hermitian complex) from scipy.linalg.lapack,
