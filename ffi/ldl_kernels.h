@@ -30,8 +30,9 @@ cudaError_t sytrf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T
 // Largest n of sytrf_small_batched.
 inline constexpr int64_t kLdlWarpMaxN = 32;
 
-// sytrf_lower_batched's factorization (the same pivots, L and D, bit for bit) for n <=
-// kLdlWarpMaxN: one warp per matrix, its rows in registers (ldl_kernels.cu sytrf_small_kernel).
+// sytrf_lower_batched's factorization (the same steps in the same arithmetic: LAPACK's pivots,
+// L and D) for n <= kLdlWarpMaxN: one warp per matrix, its rows in registers (ldl_kernels.cu
+// sytrf_small_kernel).
 template <typename T>
 cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
                                 int* info);
