@@ -85,8 +85,7 @@ __global__ void __launch_bounds__(kJacobiThreads)
   if (bad) return fill_nan(n, a, w, info_all, 0);
   // Scaled by a power of two (exact) so that every |entry| < 1: no square below overflows, and
   // sums of squares stay far from underflow.
-  int exponent = 0;
-  if (largest > R(0)) frexp(largest, &exponent);
+  const int exponent = scale_exponent(largest);
   const R scale = ldexp(R(1), -exponent);
   R norm2 = 0;
   for (int idx = tid; idx < m * m; idx += nthreads) {

@@ -60,6 +60,15 @@ __device__ inline Rotation<T, R> rotation_for(R app, R aqq, T g) {
   return {c, s, size * s * rc, s * e, c * e};
 }
 
+// The exponent of the power of two that scales a matrix whose largest |entry| (or a bound of
+// it) is `largest` below 1, exactly: x * 2^-exponent. 0 for a zero matrix.
+template <typename R>
+__device__ inline int scale_exponent(R largest) {
+  int exponent = 0;
+  if (largest > R(0)) frexp(largest, &exponent);
+  return exponent;
+}
+
 // The index at position `pos` of round `round` in the round-robin (circle) order of m indices:
 // position 0 stays, the others turn, so that over m - 1 rounds every two indices meet once.
 __device__ inline int circle_index(int pos, int round, int m) {

@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(kThreads)
 // One block per system (getrs_small_batched): L U to shared memory, then each warp solves its
 // right-hand sides, loaded straight from b (rows permuted for op = A), lane l holding rows l and
 // l + 32 in registers: a triangular solve is n steps of one shuffle (the solved entry to every
-// lane) and one update per lane, no barrier. LAPACK's order: A = P^T L U, so A x = b is L U x = P b, and
-// A^T x = b is U^T L^T (P x) = b.
+// lane) and one update per lane, no barrier. LAPACK's order: A = P^T L U, so A x = b is
+// L U x = P b, and A^T x = b is U^T L^T (P x) = b.
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     getrs_small_kernel(int n, int nrhs, int trans, const T* lu_all, const int* pivots_all,

@@ -82,8 +82,7 @@ __global__ void __launch_bounds__(kSvdThreads)
   if (bad) return fill_nan(cols, m * u_cols, n * v_cols, s, u, v, info_all, 0);
   // Scaled by a power of two (exact) so that every |entry| < 1: the Gram entries of 32 rows stay
   // far from overflow and underflow.
-  int exponent = 0;
-  if (largest > R(0)) frexp(largest, &exponent);
+  const int exponent = scale_exponent(largest);
   const R scale = ldexp(R(1), -exponent);
   for (int idx = tid; idx < rows * cp; idx += nthreads) w[idx] = w[idx] * scale;
   __syncthreads();
@@ -97,12 +96,14 @@ __global__ void __launch_bounds__(kSvdThreads)
   const R tol = 2 * sqrt(R(rows)) * eps, tol2 = tol * tol;
   const R negligible = negligible_of(R(0)), negligible2 = negligible * negligible;
   const R keep_norm = sqrt(negligible / tol);
+  // Column j's squared norm, on every lane of the warp.
+  auto norm2_of = [&](int j) { return warp_allsum(abs2(lane < rows ? w[lane + j * rows] : T(0))); };
   bool converged = false;
   for (int sweep = 0; sweep < kMaxSweeps && !converged; ++sweep) {
     // The columns' squared norms (in sigma until the end), summed afresh each sweep; a rotation
     // carries them along, so a round sums only the pair's inner product.
     for (int j = warp; j < cp; j += warps) {
-      const R norm2 = warp_allsum(abs2(lane < rows ? w[lane + j * rows] : T(0)));
+      const R norm2 = norm2_of(j);
       if (lane == 0) sigma[j] = norm2;
     }
     __syncthreads();
@@ -147,7 +148,7 @@ __global__ void __launch_bounds__(kSvdThreads)
 
   // Singular values: the columns' norms, descending (ties in index order).
   for (int j = warp; j < cols; j += warps) {
-    const R norm = sqrt(warp_allsum(abs2(lane < rows ? w[lane + j * rows] : T(0))));
+    const R norm = sqrt(norm2_of(j));
     if (lane == 0) sigma[j] = norm;
   }
   __syncthreads();
