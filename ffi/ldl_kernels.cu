@@ -23,6 +23,20 @@ __device__ inline void record_pivot(int* ipiv, int k, int kp, int kstep, int bas
   }
 }
 
+// Bunch-Kaufman's choice (LAPACK ?sytf2) once the diagonal failed |A(k, k)| >= alpha colmax and
+// rowmax is known: kp, and kstep 2 for a 2x2 pivot. abs_diag() is |A(imax, imax)|, read only
+// where the choice needs it.
+template <typename R, typename AbsDiag>
+__device__ inline void bunch_kaufman_pivot(R absakk, R colmax, R rowmax, R alpha, int k, int imax,
+                                           AbsDiag abs_diag, int* kp, int* kstep) {
+  if (absakk >= alpha * colmax * (colmax / rowmax)) {
+    *kp = k;
+  } else {
+    *kp = imax;
+    *kstep = abs_diag() >= alpha * rowmax ? 1 : 2;
+  }
+}
+
 // One block factors one matrix (column-major, A(i, j) = a[i + j n]), following LAPACK ?sytf2
 // step by step; every thread takes the same pivot decisions from the same shared reads.
 // ld_shared > 0: the matrix is worked on in shared memory (MatrixPlace), after the scratch.
@@ -94,14 +108,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       block_argmax(k, n, [&](int i) {
         return i < imax ? abs1(A(imax, i)) : i > imax ? abs1(A(i, imax)) : R(-1);
       }, &rowmax, &unused);
-      if (absakk >= alpha * colmax * (colmax / rowmax)) {
-        kp = k;
-      } else if (abs1(A(imax, imax)) >= alpha * rowmax) {
-        kp = imax;
-      } else {
-        kp = imax;
-        kstep = 2;
-      }
+      bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
+                          [&] { return abs1(A(imax, imax)); }, &kp, &kstep);
     }
     __syncthreads();  // every thread has read what decides the step before anything moves
 
@@ -218,15 +226,24 @@ __global__ void __launch_bounds__(32)
     row[j] = v;
   }
   int label = lane;  // lanes >= n keep labels >= n and never take part
+  int labels[N];     // every row's label, kept on every lane (no shuffle per column)
+#pragma unroll
+  for (int j = 0; j < N; ++j) labels[j] = j;
   const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
   int info = 0;
   auto lane_of = [&](int target) { return __ffs(__ballot_sync(kAll, label == target)) - 1; };
   // This row's entry in physical column c (c the same on every lane): selects, no local memory.
+  // A tree of selects on c's bits: log2(N) deep, where a chain would be N - 1.
   auto entry = [&](int c) {
-    T v = row[0];
+    T t[N];
 #pragma unroll
-    for (int j = 1; j < N; ++j) v = j == c ? row[j] : v;
-    return v;
+    for (int j = 0; j < N; ++j) t[j] = row[j];
+#pragma unroll
+    for (int w = 1; w < N; w *= 2) {
+#pragma unroll
+      for (int j = 0; j + w < N; j += 2 * w) t[j] = (c & w) ? t[j + w] : t[j];
+    }
+    return t[0];
   };
   // The largest v over the lanes that `take` part, ties to the smallest label, NaN never wins;
   // none: 0 at `begin` (block_argmax's contract). On every lane.
@@ -259,16 +276,16 @@ __global__ void __launch_bounds__(32)
       R rowmax;
       int unused;
       largest(label >= k && label < n && lane != q, abs1(xq), k, &rowmax, &unused);
-      if (absakk >= alpha * colmax * (colmax / rowmax)) {
-        kp = k;
-      } else if (abs1(shfl_idx(xq, q)) >= alpha * rowmax) {
-        kp = imax;
-      } else {
-        kp = imax;
-        kstep = 2;
-      }
+      bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
+                          [&] { return abs1(shfl_idx(xq, q)); }, &kp, &kstep);
       const int kk = k + kstep - 1;
-      if (kp != kk) label = label == kk ? kp : label == kp ? kk : label;
+      if (kp != kk) {
+        label = label == kk ? kp : label == kp ? kk : label;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          labels[j] = labels[j] == kk ? kp : labels[j] == kp ? kk : labels[j];
+        }
+      }
     }
 
     const int p0 = lane_of(k);
@@ -284,7 +301,7 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           const T xj = shfl_idx(x0, j);
-          const int label_j = __shfl_sync(kAll, label, j);
+          const int label_j = labels[j];
           if (live && label_j > k && label_j < n) {
             row[j] = label_j <= label ? row[j] - x0 * (r1 * xj) : row[j] - xj * (r1 * x0);
           }
@@ -310,8 +327,9 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           const T xj = shfl_idx(x0, j), yj = shfl_idx(y0, j);
-          const T w0j = shfl_idx(w0, j), w1j = shfl_idx(w1, j);
-          const int label_j = __shfl_sync(kAll, label, j);
+          // Lane j's w0, w1 from its x0, y0: the same expressions, so the same bits.
+          const T w0j = d21 * (d11 * xj - yj), w1j = d21 * (d22 * yj - xj);
+          const int label_j = labels[j];
           if (live && label_j >= k + 2 && label_j < n) {
             row[j] = label_j <= label ? row[j] - x0 * w0j - y0 * w1j : row[j] - xj * w0 - yj * w1;
           }
@@ -385,13 +403,9 @@ __global__ void __launch_bounds__(kMaxThreads)
       int unused;
       block_argmax(k, n, [&](int i) { return i == imax ? R(-1) : abs1(W(i, c + 1)); }, &rowmax,
                    &unused);
-      if (absakk >= alpha * colmax * (colmax / rowmax)) {
-        kp = k;
-      } else if (abs1(W(imax, c + 1)) >= alpha * rowmax) {
-        kp = imax, swap = true;
-      } else {
-        kp = imax, swap = true, kstep = 2;
-      }
+      bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
+                          [&] { return abs1(W(imax, c + 1)); }, &kp, &kstep);
+      swap = kp != k;
     }
     __syncthreads();  // every thread has read what decides the step before anything moves
 

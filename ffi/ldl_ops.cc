@@ -53,8 +53,10 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
 // n <= 16 for wider elements (H100, the whole ldl_factor against the block kernel, s17-ldl-warp
 // / s17-ldl-block: float32 256x32 0.056 / 0.076 ms, 4x32 0.052 / 0.058, 256x16 0.030 / 0.041;
 // float64 256x16 0.035 / 0.043, 4x16 0.032 / 0.036, but 4x32 0.087 / 0.066 and 256x32 0.097 /
-// 0.072: a double's shuffles and selects are two each; complex was not measured and goes by its
-// element size). JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
+// 0.072: a double's shuffles and selects are two each. With the tree of selects and the labels
+// on every lane, float64 at n = 24 / 32 is still 4-25% slower, 14% over 9 shapes, 2 rounds each:
+// s18-ldl-warp-a/b, s18-ldl-block-a/b; complex was not measured and goes by its element size).
+// JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
 template <typename T>
 inline int64_t ldl_warp_max_n() {
   static const int64_t forced = [] {

@@ -37,13 +37,15 @@ kill_at() {
   echo $(( $1 < left ? $1 : left ))
 }
 
-# gpu_tests "FILES" [TIMEOUT]: those test files on the GPU (the slow stream / thread tests left
-# out), logs under $OUT/r/t1; prints the failures and pytest's last line.
+# gpu_tests "FILES" [TIMEOUT] [NAME]: those test files on the GPU (the slow stream / thread tests
+# left out), logs under $OUT/r/NAME (default t1); prints the failures and pytest's last line.
 gpu_tests() {
-  SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT="${2:-200}" OUT="$OUT/r/t1" TESTS="$1" \
+  local name=${3:-t1}
+  SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT="${2:-200}" OUT="$OUT/r/$name" TESTS="$1" \
     PYTEST_ARGS="-k 'not stream_semantics and not threads_gpu'" \
-    bash benchmarks/gpu_session.sh > "$OUT/r/tests1.txt" 2>&1
-  grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests1.txt" | head -30; tail -1 "$OUT/r/t1/pytest.log"
+    bash benchmarks/gpu_session.sh > "$OUT/r/tests-$name.txt" 2>&1
+  grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests-$name.txt" | head -30
+  tail -1 "$OUT/r/$name/pytest.log"
   echo "tests done at $((SECONDS - t0)) s"
 }
 
