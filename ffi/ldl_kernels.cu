@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 namespace jcm {
 
@@ -493,24 +494,54 @@ __global__ void __launch_bounds__(kMaxThreads)
 // per right-hand side (up to kWarps): a step's value is read right after another thread wrote
 // it, so the chunk of B sits in shared memory when it fits (ld_shared > 0), where that round
 // trip is several times shorter than through L2, and a block has no warp without a column.
+// kFactorShared: the factor's lower triangle (packed by columns) and the pivots are copied to
+// shared memory first, after B's chunk, so that no step waits for L2 (each step's pivot and
+// column were two dependent L2 round trips: ~0.5 us a step, 60 us for one 64 x 64 system).
 constexpr int kRhsPerBlock = 32;
+// The most shared memory a solve block takes to hold the factor (one right-hand side: float32
+// n <= 222, float64 157, complex128 110): one block per SM at worst, which a step's few short
+// reads no longer need to hide.
+constexpr size_t kSolveFactorSharedBytes = 100 * 1024;
 
-template <typename T>
+// Elements of an n x n lower triangle packed by columns (column k: rows k..n-1).
+__host__ __device__ inline int64_t packed_lower_size(int64_t n) { return n * (n + 1) / 2; }
+
+template <typename T, bool kFactorShared>
 __global__ void __launch_bounds__(kThreads)
     sytrs_lower_kernel(int n, int nrhs, int ld_shared, const T* ld_all, const int64_t* ipiv_all,
                        T* b_all) {
   const T* a = ld_all + static_cast<int64_t>(blockIdx.x) * n * n;
-  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
+  const int64_t* ipiv_global = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
   const int c0 = blockIdx.y * kRhsPerBlock;
   const int cols = min(kRhsPerBlock, nrhs - c0);
   T* b_global = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
   T* b = ld_shared ? reinterpret_cast<T*>(dynamic_shared()) : b_global;
   const int ldb = ld_shared ? ld_shared : n;
-  if (ld_shared) copy_matrix(b, ldb, b_global, n, n, cols);
-  auto A = [&](int i, int j) -> const T& { return a[i + static_cast<int64_t>(j) * n]; };
-  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * ldb]; };
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
+  // After B's chunk (if there): the packed triangle, then the pivots clamped to [-(n+1), n + 1]
+  // (the same decisions as the int64 values: out of [1, n] is no interchange).
+  T* lp = reinterpret_cast<T*>(dynamic_shared()) + (ld_shared ? ld_shared * cols : 0);
+  int* piv = reinterpret_cast<int*>(lp + packed_lower_size(n));
+  if (ld_shared) copy_matrix(b, ldb, b_global, n, n, cols);
+  if (kFactorShared) {
+    for (int idx = tid; idx < n * n; idx += nthreads) {
+      const int i = idx % n, j = idx / n;
+      if (i >= j) lp[j * n - j * (j - 1) / 2 + (i - j)] = a[idx];
+    }
+    for (int k = tid; k < n; k += nthreads) {
+      const int64_t p = ipiv_global[k];
+      piv[k] = static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
+    }
+    __syncthreads();
+  }
+  // L and D: only i >= j is read.
+  auto A = [&](int i, int j) -> T {
+    if (kFactorShared) return lp[j * n - j * (j - 1) / 2 + (i - j)];
+    return a[i + static_cast<int64_t>(j) * n];
+  };
+  auto pivot = [&](int k) -> int64_t { return kFactorShared ? piv[k] : ipiv_global[k]; };
+  auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * ldb]; };
   // A pivot out of [1, n] is no interchange: never an out-of-bounds access.
   auto target = [&](int64_t p) -> int { return p >= 1 && p <= n ? static_cast<int>(p - 1) : -1; };
   auto swap_rows = [&](int r, int s) {
@@ -524,7 +555,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Forward: B := D^-1 L^-1 P^T B, block by block.
   for (int k = 0; k < n;) {
-    const int64_t p = ipiv[k];
+    const int64_t p = pivot(k);
     if (p > 0) {
       swap_rows(k, target(p));
       __syncthreads();
@@ -564,7 +595,7 @@ __global__ void __launch_bounds__(kThreads)
   // Backward: B := P L^-T B. Each warp reduces whole columns (the dot products with L's
   // columns below the block), then the row interchange.
   for (int k = n - 1; k >= 0;) {
-    const int64_t p = ipiv[k];
+    const int64_t p = pivot(k);
     const bool two = p < 0 && k >= 1;
     for (int c = warp; c < cols; c += nwarps) {
       T s0 = T(0), s1 = T(0);
@@ -979,10 +1010,29 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   MatrixPlace place = place_matrix(n, cols, sizeof(D), 0);
   if (place.smem_bytes + kStaticShared > 48 * 1024) place = MatrixPlace{};
   const int threads = 32 * static_cast<int>(std::min<int64_t>(kWarps, cols));
-  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
-  sytrs_lower_kernel<D><<<grid, threads, place.smem_bytes, stream>>>(
-      static_cast<int>(n), static_cast<int>(nrhs), place.ld_shared,
-      reinterpret_cast<const D*>(ld), ipiv, reinterpret_cast<D*>(b));
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
+  const int n32 = static_cast<int>(n), nrhs32 = static_cast<int>(nrhs);
+  const D* ld_d = reinterpret_cast<const D*>(ld);
+  D* b_d = reinterpret_cast<D*>(b);
+  // The factor and pivots in shared memory where they fit with B's chunk. The copy takes 4
+  // warps at least: one warp's n^2 / 32 loads, one after another, would cost what the steps save.
+  const size_t smem = place.smem_bytes + static_cast<size_t>(packed_lower_size(n)) * sizeof(D) +
+                      static_cast<size_t>(n) * sizeof(int);
+  // JCM_LDL_SOLVE_SHARED_FACTOR=0 keeps it in global memory, to measure.
+  static const bool factor_shared = [] {
+    const char* env = std::getenv("JCM_LDL_SOLVE_SHARED_FACTOR");
+    return !(env && std::atoi(env) == 0);
+  }();
+  if (factor_shared && smem + kStaticShared <= kSolveFactorSharedBytes) {
+    if (cudaError_t err = allow_shared(sytrs_lower_kernel<D, true>, smem); err != cudaSuccess) {
+      return err;
+    }
+    sytrs_lower_kernel<D, true><<<grid, std::max(threads, 128), smem, stream>>>(
+        n32, nrhs32, place.ld_shared, ld_d, ipiv, b_d);
+  } else {
+    sytrs_lower_kernel<D, false><<<grid, threads, place.smem_bytes, stream>>>(
+        n32, nrhs32, place.ld_shared, ld_d, ipiv, b_d);
+  }
   return cudaGetLastError();
 }
 
