@@ -495,13 +495,18 @@ __global__ void __launch_bounds__(kMaxThreads)
 // it, so the chunk of B sits in shared memory when it fits (ld_shared > 0), where that round
 // trip is several times shorter than through L2, and a block has no warp without a column.
 // kFactorShared: the factor's lower triangle (packed by columns) and the pivots are copied to
-// shared memory first, after B's chunk, so that no step waits for L2 (each step's pivot and
-// column were two dependent L2 round trips: ~0.5 us a step, 60 us for one 64 x 64 system).
+// shared memory first, after B's chunk, so that no step waits for L2 for its pivot and column
+// (H100 ldl_solve, the whole call, in global / shared memory: float32 1 x 128 0.406 / 0.362 ms,
+// float64 256 x 128 0.948 / 0.847; s18-ldl-solve-global-a / smem-a). Up to n = 128 the warp
+// kernel below takes it.
 constexpr int kRhsPerBlock = 32;
 // The most shared memory a solve block takes to hold the factor (one right-hand side: float32
 // n <= 222, float64 157, complex128 110): one block per SM at worst, which a step's few short
 // reads no longer need to hide.
 constexpr size_t kSolveFactorSharedBytes = 100 * 1024;
+
+// Rows per lane of sytrs_lower_warp_kernel's right-hand side: it takes n <= 32 kSolveWarpMaxRows.
+constexpr int kSolveWarpMaxRows = 4;
 
 // Elements of an n x n lower triangle packed by columns (column k: rows k..n-1).
 __host__ __device__ inline int64_t packed_lower_size(int64_t n) { return n * (n + 1) / 2; }
@@ -616,6 +621,122 @@ __global__ void __launch_bounds__(kThreads)
     k -= two ? 2 : 1;
   }
   if (ld_shared) copy_matrix(b_global, n, b, ldb, n, cols);
+}
+
+// The same solve with no barrier after the copy, for n <= 32 R and the factor in shared memory
+// (as sytrs_lower_kernel<T, true>): a warp per right-hand side keeps its column in registers,
+// row lane + 32 r in x[r], and reads the pivots from registers too, where the block kernel's
+// step is three barriers and several shared-memory round trips (H100 ldl_solve, the whole call,
+// block kernel with the factor in global memory / shared memory / this kernel: float32 1 x 64
+// 0.171 / 0.160 / 0.145 ms, 1 x 128 0.405 / 0.362 / 0.343, 64 x 128 0.447 / 0.388 / 0.364;
+// float64 256 x 128 0.943 / 0.847 / 0.807; s18-ldl-solve-global-c / smem-a / warp-a). B(i) of a
+// uniform i is a select and a shuffle; the arithmetic is sytrs_lower_kernel's.
+template <typename T, int R>
+__global__ void __launch_bounds__(kThreads)
+    sytrs_lower_warp_kernel(int n, int nrhs, const T* ld_all, const int64_t* ipiv_all,
+                            T* b_all) {
+  const T* a = ld_all + static_cast<int64_t>(blockIdx.x) * n * n;
+  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
+  const int c0 = blockIdx.y * kRhsPerBlock;
+  const int cols = min(kRhsPerBlock, nrhs - c0);
+  T* b = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
+  const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
+  T* lp = reinterpret_cast<T*>(dynamic_shared());
+  for (int idx = tid; idx < n * n; idx += nthreads) {
+    const int i = idx % n, j = idx / n;
+    if (i >= j) lp[j * n - j * (j - 1) / 2 + (i - j)] = a[idx];
+  }
+  __syncthreads();
+  auto A = [&](int i, int j) -> T { return lp[j * n - j * (j - 1) / 2 + (i - j)]; };
+  int piv[R];  // clamped to [-(n+1), n + 1]: the same decisions as the int64 values
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int k = lane + 32 * r;
+    const int64_t p = k < n ? ipiv[k] : 0;
+    piv[r] = static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
+  }
+  auto select = [](const auto(&v)[R], int r) {
+    auto s = v[0];
+#pragma unroll
+    for (int j = 1; j < R; ++j) s = r == j ? v[j] : s;
+    return s;
+  };
+  auto pivot = [&](int k) -> int { return __shfl_sync(0xffffffffu, select(piv, k / 32), k % 32); };
+  auto target = [&](int p) -> int { return p >= 1 && p <= n ? p - 1 : -1; };
+  for (int c = warp; c < cols; c += nthreads / 32) {
+    T x[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) x[r] = lane + 32 * r < n ? b[lane + 32 * r + c * n] : T(0);
+    auto get = [&](int i) -> T { return shfl_idx(select(x, i / 32), i % 32); };
+    auto put = [&](int i, T v) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) x[r] = lane + 32 * r == i ? v : x[r];
+    };
+    auto swap_rows = [&](int r1, int r2) {
+      if (r2 < 0 || r2 == r1) return;
+      const T v1 = get(r1), v2 = get(r2);
+      put(r1, v2);
+      put(r2, v1);
+    };
+    // Forward: B := D^-1 L^-1 P^T B.
+    for (int k = 0; k < n;) {
+      const int p = pivot(k);
+      if (p > 0) {
+        swap_rows(k, target(p));
+        const T bk = get(k);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int i = lane + 32 * r;
+          if (i > k && i < n) x[r] -= A(i, k) * bk;
+        }
+        put(k, bk / A(k, k));
+        k += 1;
+      } else {
+        if (k + 1 >= n) break;  // a malformed trailing 2x2 pivot: the caller NaNs this item
+        swap_rows(k + 1, target(-p));
+        const T bk = get(k), bkp1 = get(k + 1);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int i = lane + 32 * r;
+          if (i > k + 1 && i < n) x[r] = x[r] - A(i, k) * bk - A(i, k + 1) * bkp1;
+        }
+        const T akm1k = A(k + 1, k);
+        const T akm1 = A(k, k) / akm1k;
+        const T ak = A(k + 1, k + 1) / akm1k;
+        const T denom = akm1 * ak - T(1);
+        const T bkm1 = bk / akm1k, bk1 = bkp1 / akm1k;
+        put(k, (ak * bkm1 - bk1) / denom);
+        put(k + 1, (akm1 * bk1 - bkm1) / denom);
+        k += 2;
+      }
+    }
+    // Backward: B := P L^-T B.
+    for (int k = n - 1; k >= 0;) {
+      const int p = pivot(k);
+      const bool two = p < 0 && k >= 1;
+      T s0 = T(0), s1 = T(0);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int i = lane + 32 * r;
+        if (i > k && i < n) {
+          s0 += A(i, k) * x[r];
+          if (two) s1 += A(i, k - 1) * x[r];
+        }
+      }
+      s0 = warp_allsum(s0);
+      put(k, get(k) - s0);
+      if (two) {  // the same on every lane
+        s1 = warp_allsum(s1);
+        put(k - 1, get(k - 1) - s1);
+      }
+      swap_rows(k, target(p > 0 ? p : -p));
+      k -= two ? 2 : 1;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (lane + 32 * r < n) b[lane + 32 * r + c * n] = x[r];
+    }
+  }
 }
 
 // The blocked solve (sytrs_lower_blocked_*; NumPy model benchmarks/diag/
@@ -1023,6 +1144,18 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
     const char* env = std::getenv("JCM_LDL_SOLVE_SHARED_FACTOR");
     return !(env && std::atoi(env) == 0);
   }();
+  const size_t factor_bytes = static_cast<size_t>(packed_lower_size(n)) * sizeof(D);
+  if (factor_shared && n <= 32 * kSolveWarpMaxRows &&
+      factor_bytes + kStaticShared <= kSolveFactorSharedBytes) {
+    auto launch = [&](auto kernel) {
+      if (cudaError_t err = allow_shared(kernel, factor_bytes); err != cudaSuccess) return err;
+      kernel<<<grid, std::max(threads, 128), factor_bytes, stream>>>(n32, nrhs32, ld_d, ipiv, b_d);
+      return cudaGetLastError();
+    };
+    if (n <= 32) return launch(sytrs_lower_warp_kernel<D, 1>);
+    if (n <= 64) return launch(sytrs_lower_warp_kernel<D, 2>);
+    return launch(sytrs_lower_warp_kernel<D, kSolveWarpMaxRows>);
+  }
   if (factor_shared && smem + kStaticShared <= kSolveFactorSharedBytes) {
     if (cudaError_t err = allow_shared(sytrs_lower_kernel<D, true>, smem); err != cudaSuccess) {
       return err;

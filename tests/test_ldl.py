@@ -606,14 +606,15 @@ def test_explain_knows_the_public_names():
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("n", [2, 5, 16, 17, 31, 32, 33, 63, 257, 300])
+@pytest.mark.parametrize("n", [2, 5, 16, 17, 31, 32, 33, 63, 150, 257, 300])
 @pytest.mark.parametrize("kind", ["indefinite", "zero_diagonal"])
 def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
     # The warp kernel's sizes (n <= 8, 16, and 32 in float32; wider dtypes take the block kernel
     # from 17), then the block kernel around the warp (32) and the block (256 threads); zero
     # diagonals force 2x2 blocks. Both follow LAPACK ?sytf2 step by step: below LAPACK's block
     # size (64) the pivots are LAPACK's own exactly; above, the factor must reconstruct A and
-    # solve like NumPy.
+    # solve like NumPy. The solve: a warp per right-hand side up to n = 128, then the block
+    # kernel with the factor in shared memory (150 in float32 / float64), then in global memory.
     a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
     ld, pivots = ldl_factor(a, strategy="batched")
     check_factorization(a, ld, pivots, dtype)
