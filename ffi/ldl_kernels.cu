@@ -511,15 +511,54 @@ constexpr int kSolveWarpMaxRows = 4;
 // Elements of an n x n lower triangle packed by columns (column k: rows k..n-1).
 __host__ __device__ inline int64_t packed_lower_size(int64_t n) { return n * (n + 1) / 2; }
 
+// Where L(i, j), i >= j, sits in the packed triangle.
+__device__ inline int packed_lower_index(int i, int j, int n) {
+  return j * n - j * (j - 1) / 2 + (i - j);
+}
+
+// The block copies the lower triangle of a (n x n, column-major) into lp, packed.
+template <typename T>
+__device__ inline void copy_packed_lower(T* lp, const T* a, int n) {
+  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
+    const int i = idx % n, j = idx / n;
+    if (i >= j) lp[packed_lower_index(i, j, n)] = a[idx];
+  }
+}
+
+// A pivot clamped to [-(n+1), n + 1]: the same decisions as the int64 value (out of [1, n] is no
+// interchange) in an int.
+__device__ inline int clamped_pivot(int64_t p, int n) {
+  return static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
+}
+
+// One block's (matrix, chunk of right-hand sides) operands of the unblocked solve kernels.
+template <typename T>
+struct SolveItem {
+  const T* a;            // the factor, n x n
+  const int64_t* ipiv;   // its pivots
+  T* b;                  // the chunk's first column of B (n x nrhs)
+  int cols;              // right-hand sides in the chunk
+};
+
+template <typename T>
+__device__ inline SolveItem<T> solve_item(int n, int nrhs, const T* ld_all,
+                                          const int64_t* ipiv_all, T* b_all) {
+  const int c0 = blockIdx.y * kRhsPerBlock;
+  return {ld_all + static_cast<int64_t>(blockIdx.x) * n * n,
+          ipiv_all + static_cast<int64_t>(blockIdx.x) * n,
+          b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n,
+          min(kRhsPerBlock, nrhs - c0)};
+}
+
 template <typename T, bool kFactorShared>
 __global__ void __launch_bounds__(kThreads)
     sytrs_lower_kernel(int n, int nrhs, int ld_shared, const T* ld_all, const int64_t* ipiv_all,
                        T* b_all) {
-  const T* a = ld_all + static_cast<int64_t>(blockIdx.x) * n * n;
-  const int64_t* ipiv_global = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
-  const int c0 = blockIdx.y * kRhsPerBlock;
-  const int cols = min(kRhsPerBlock, nrhs - c0);
-  T* b_global = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
+  const SolveItem<T> item = solve_item(n, nrhs, ld_all, ipiv_all, b_all);
+  const T* a = item.a;
+  const int64_t* ipiv_global = item.ipiv;
+  const int cols = item.cols;
+  T* b_global = item.b;
   T* b = ld_shared ? reinterpret_cast<T*>(dynamic_shared()) : b_global;
   const int ldb = ld_shared ? ld_shared : n;
   const int tid = threadIdx.x, nthreads = blockDim.x;
@@ -530,19 +569,13 @@ __global__ void __launch_bounds__(kThreads)
   int* piv = reinterpret_cast<int*>(lp + packed_lower_size(n));
   if (ld_shared) copy_matrix(b, ldb, b_global, n, n, cols);
   if (kFactorShared) {
-    for (int idx = tid; idx < n * n; idx += nthreads) {
-      const int i = idx % n, j = idx / n;
-      if (i >= j) lp[j * n - j * (j - 1) / 2 + (i - j)] = a[idx];
-    }
-    for (int k = tid; k < n; k += nthreads) {
-      const int64_t p = ipiv_global[k];
-      piv[k] = static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
-    }
+    copy_packed_lower(lp, a, n);
+    for (int k = tid; k < n; k += nthreads) piv[k] = clamped_pivot(ipiv_global[k], n);
     __syncthreads();
   }
   // L and D: only i >= j is read.
   auto A = [&](int i, int j) -> T {
-    if (kFactorShared) return lp[j * n - j * (j - 1) / 2 + (i - j)];
+    if (kFactorShared) return lp[packed_lower_index(i, j, n)];
     return a[i + static_cast<int64_t>(j) * n];
   };
   auto pivot = [&](int k) -> int64_t { return kFactorShared ? piv[k] : ipiv_global[k]; };
@@ -635,25 +668,20 @@ template <typename T, int R>
 __global__ void __launch_bounds__(kThreads)
     sytrs_lower_warp_kernel(int n, int nrhs, const T* ld_all, const int64_t* ipiv_all,
                             T* b_all) {
-  const T* a = ld_all + static_cast<int64_t>(blockIdx.x) * n * n;
-  const int64_t* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
-  const int c0 = blockIdx.y * kRhsPerBlock;
-  const int cols = min(kRhsPerBlock, nrhs - c0);
-  T* b = b_all + static_cast<int64_t>(blockIdx.x) * n * nrhs + static_cast<int64_t>(c0) * n;
+  const SolveItem<T> item = solve_item(n, nrhs, ld_all, ipiv_all, b_all);
+  const int64_t* ipiv = item.ipiv;
+  const int cols = item.cols;
+  T* b = item.b;
   const int tid = threadIdx.x, nthreads = blockDim.x, warp = tid / 32, lane = tid % 32;
   T* lp = reinterpret_cast<T*>(dynamic_shared());
-  for (int idx = tid; idx < n * n; idx += nthreads) {
-    const int i = idx % n, j = idx / n;
-    if (i >= j) lp[j * n - j * (j - 1) / 2 + (i - j)] = a[idx];
-  }
+  copy_packed_lower(lp, item.a, n);
   __syncthreads();
-  auto A = [&](int i, int j) -> T { return lp[j * n - j * (j - 1) / 2 + (i - j)]; };
-  int piv[R];  // clamped to [-(n+1), n + 1]: the same decisions as the int64 values
+  auto A = [&](int i, int j) -> T { return lp[packed_lower_index(i, j, n)]; };
+  int piv[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int k = lane + 32 * r;
-    const int64_t p = k < n ? ipiv[k] : 0;
-    piv[r] = static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
+    piv[r] = clamped_pivot(k < n ? ipiv[k] : 0, n);
   }
   auto select = [](const auto(&v)[R], int r) {
     auto s = v[0];
