@@ -52,7 +52,8 @@ enum class Strategy : int32_t {
 // value in [lo, hi] (to measure others; read once per process by the caller's static).
 inline int64_t block_size_from_env(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const char* env = std::getenv(name);
-  const int64_t value = env ? std::atoll(env) : 0;
+  if (env == nullptr) return fallback;
+  const int64_t value = std::atoll(env);
   return value >= lo && value <= hi ? value : fallback;
 }
 

@@ -531,6 +531,13 @@ __device__ inline int clamped_pivot(int64_t p, int n) {
   return static_cast<int>(p > n ? n + 1 : p < -n ? -(n + 1) : p);
 }
 
+// The row a pivot p (1-based, its sign dropped by the caller) swaps with, or -1 for a p out of
+// [1, n]: no interchange, never an out-of-bounds access.
+template <typename I>
+__device__ inline int pivot_target(I p, int n) {
+  return p >= 1 && p <= n ? static_cast<int>(p - 1) : -1;
+}
+
 // One block's (matrix, chunk of right-hand sides) operands of the unblocked solve kernels.
 template <typename T>
 struct SolveItem {
@@ -563,8 +570,7 @@ __global__ void __launch_bounds__(kThreads)
   const int ldb = ld_shared ? ld_shared : n;
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
-  // After B's chunk (if there): the packed triangle, then the pivots clamped to [-(n+1), n + 1]
-  // (the same decisions as the int64 values: out of [1, n] is no interchange).
+  // After B's chunk (if there): the packed triangle, then the clamped pivots.
   T* lp = reinterpret_cast<T*>(dynamic_shared()) + (ld_shared ? ld_shared * cols : 0);
   int* piv = reinterpret_cast<int*>(lp + packed_lower_size(n));
   if (ld_shared) copy_matrix(b, ldb, b_global, n, n, cols);
@@ -580,8 +586,7 @@ __global__ void __launch_bounds__(kThreads)
   };
   auto pivot = [&](int k) -> int64_t { return kFactorShared ? piv[k] : ipiv_global[k]; };
   auto B = [&](int i, int c) -> T& { return b[i + static_cast<int64_t>(c) * ldb]; };
-  // A pivot out of [1, n] is no interchange: never an out-of-bounds access.
-  auto target = [&](int64_t p) -> int { return p >= 1 && p <= n ? static_cast<int>(p - 1) : -1; };
+  auto target = [&](int64_t p) { return pivot_target(p, n); };
   auto swap_rows = [&](int r, int s) {
     if (s < 0 || s == r) return;
     for (int c = tid; c < cols; c += nthreads) {
@@ -690,7 +695,7 @@ __global__ void __launch_bounds__(kThreads)
     return s;
   };
   auto pivot = [&](int k) -> int { return __shfl_sync(0xffffffffu, select(piv, k / 32), k % 32); };
-  auto target = [&](int p) -> int { return p >= 1 && p <= n ? p - 1 : -1; };
+  auto target = [&](int p) { return pivot_target(p, n); };
   for (int c = warp; c < cols; c += nthreads / 32) {
     T x[R];
 #pragma unroll
@@ -1165,14 +1170,13 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   D* b_d = reinterpret_cast<D*>(b);
   // The factor and pivots in shared memory where they fit with B's chunk. The copy takes 4
   // warps at least: one warp's n^2 / 32 loads, one after another, would cost what the steps save.
-  const size_t smem = place.smem_bytes + static_cast<size_t>(packed_lower_size(n)) * sizeof(D) +
-                      static_cast<size_t>(n) * sizeof(int);
+  const size_t factor_bytes = static_cast<size_t>(packed_lower_size(n)) * sizeof(D);
+  const size_t smem = place.smem_bytes + factor_bytes + static_cast<size_t>(n) * sizeof(int);
   // JCM_LDL_SOLVE_SHARED_FACTOR=0 keeps it in global memory, to measure.
   static const bool factor_shared = [] {
     const char* env = std::getenv("JCM_LDL_SOLVE_SHARED_FACTOR");
     return !(env && std::atoi(env) == 0);
   }();
-  const size_t factor_bytes = static_cast<size_t>(packed_lower_size(n)) * sizeof(D);
   if (factor_shared && n <= 32 * kSolveWarpMaxRows &&
       factor_bytes + kStaticShared <= kSolveFactorSharedBytes) {
     auto launch = [&](auto kernel) {

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <initializer_list>
 #include <string>
 
@@ -59,10 +58,7 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
 // JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
 template <typename T>
 inline int64_t ldl_warp_max_n() {
-  static const int64_t forced = [] {
-    const char* env = std::getenv("JCM_LDL_WARP_MAX_N");
-    return env ? std::clamp<int64_t>(std::atoll(env), 0, kLdlWarpMaxN) : int64_t{-1};
-  }();
+  static const int64_t forced = block_size_from_env("JCM_LDL_WARP_MAX_N", -1, 0, kLdlWarpMaxN);
   if (forced >= 0) return forced;
   return sizeof(T) <= 4 ? kLdlWarpMaxN : 16;
 }
