@@ -489,6 +489,314 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// warp_argmax's result (the largest best >= 0, ties to the smallest best_i; best = -1: none) on
+// every lane. From sm_80 by the warp's integer max / min reductions, one instruction each, on the
+// magnitudes' bits (their order for non-negative values; none below 0.0): three or four
+// instructions where the shuffles take ten dependent rounds.
+__device__ inline void warp_argmax_all(float& best, int& best_i) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned key = best < 0.0f ? 0u : __float_as_uint(best) + 1u;
+  const unsigned top = __reduce_max_sync(0xffffffffu, key);
+  best_i = static_cast<int>(
+      __reduce_min_sync(0xffffffffu, key == top ? static_cast<unsigned>(best_i) : UINT_MAX));
+  best = top == 0u ? -1.0f : __uint_as_float(top - 1u);
+#else
+  warp_argmax(best, best_i);
+  best = __shfl_sync(0xffffffffu, best, 0);
+  best_i = __shfl_sync(0xffffffffu, best_i, 0);
+#endif
+}
+
+__device__ inline void warp_argmax_all(double& best, int& best_i) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned long long key =
+      best < 0.0 ? 0ull : static_cast<unsigned long long>(__double_as_longlong(best)) + 1ull;
+  const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
+  const unsigned top_hi = __reduce_max_sync(0xffffffffu, hi);
+  const unsigned top_lo = __reduce_max_sync(0xffffffffu, hi == top_hi ? lo : 0u);
+  const bool top = hi == top_hi && lo == top_lo;
+  best_i = static_cast<int>(
+      __reduce_min_sync(0xffffffffu, top ? static_cast<unsigned>(best_i) : UINT_MAX));
+  const unsigned long long top_key = (static_cast<unsigned long long>(top_hi) << 32) | top_lo;
+  best = top_key == 0ull ? -1.0 : __longlong_as_double(static_cast<long long>(top_key - 1ull));
+#else
+  warp_argmax(best, best_i);
+  best = __shfl_sync(0xffffffffu, best, 0);
+  best_i = __shfl_sync(0xffffffffu, best_i, 0);
+#endif
+}
+
+// The largest (value, index) over the block of each thread's (best, best_i), on every thread: the
+// first index on ties, NaN never wins (a thread passes best = -1 for none), an empty block gives
+// value 0 and index `none`. One barrier; red_v / red_i (blockDim.x / 32 slots each) must not be
+// read by an earlier call's warps still (the caller's barriers see to it).
+template <typename R>
+__device__ inline void block_argmax_of(R best, int best_i, R* red_v, int* red_i, int none,
+                                       R* value, int* index) {
+  warp_argmax_all(best, best_i);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red_v[warp] = best, red_i[warp] = best_i;
+  __syncthreads();
+  const bool slot = lane < static_cast<int>(blockDim.x / 32);
+  best = slot ? red_v[lane] : R(-1);
+  best_i = slot ? red_i[lane] : INT_MAX;
+  warp_argmax_all(best, best_i);
+  *value = best < R(0) ? R(0) : best;
+  *index = best < R(0) ? none : best_i;
+}
+
+// lasyf_lower_kernel's panel with the panel's L and W in shared memory (rows base.. of its
+// columns, base = target - nb, the panel's first possible column), each thread owning rows
+// base + threadIdx.x + m blockDim.x (m < M) for the whole panel: its entries of the column being
+// factored stay in registers from the GEMV to the scaling, so a step has two or three barriers
+// (the argmaxes' and the step's end) where the global-memory kernel has a dozen after L2 round
+// trips. The numbers are the same (the same operations in the same order; LAPACK's pivots).
+// A step's data passes between threads through shared slots written before a barrier: the
+// diagonal and next entries of rows k, k + 1 and imax (x_* below), which the swap and scaling
+// need. The trailing matrix stays in global memory: its column k (kept in registers as read,
+// to move to kp without reading it again; the next step's read during this one) and, for the
+// candidate pivot, row and column imax.
+template <typename T, int M>
+__global__ void __launch_bounds__(kMaxThreads)
+    lasyf_lower_shared_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all,
+                              int* progress, int* ipiv_all, int* info_all) {
+  using R = typename real_of<T>::type;
+  const int64_t item = blockIdx.x;
+  T* a = a_all + item * n * n;
+  T* w = w_all + item * n * (nb + 1);
+  T* l = l_all + item * n * (nb + 1);
+  int* ipiv = ipiv_all + item * n;
+  const int base = target - nb, ld = n - base;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  T* ls = reinterpret_cast<T*>(dynamic_shared());
+  T* ws = ls + static_cast<int64_t>(ld) * (nb + 1);
+  // The step's slots: W(k, c), W(k, c + 1), W(k + 1, ..), W(imax, ..); the next column's entry
+  // in row kp.
+  enum { kK0, kK1, kK10, kK11, kR0, kR1, kNext, kSlots };
+  T* x = ws + static_cast<int64_t>(ld) * (nb + 1);
+  R* red_v = reinterpret_cast<R*>(x + kSlots);      // two argmaxes' warp slots
+  int* red_i = reinterpret_cast<int*>(red_v + 2 * 32);
+  int* piv = red_i + 2 * 32;  // this panel's pivots, as ipiv (0-based column)
+  auto L = [&](int i, int cc) -> T& { return ls[(i - base) + cc * ld]; };
+  auto W = [&](int i, int cc) -> T& { return ws[(i - base) + cc * ld]; };
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * n]; };
+  auto row = [&](int m) { return base + tid + m * nthreads; };
+  const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
+  const int j0 = progress[item];
+  int info = 0;
+
+  // out[m] = from[m] - L(row, 0:c) W(r, 0:c)^T over this thread's rows i >= k.
+  auto gemv = [&](int k, int c, int r, const T (&from)[M], T (&out)[M]) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) out[m] = from[m];
+    for (int cc = 0; cc < c; ++cc) {
+      const T wr = W(r, cc);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (row(m) >= k && row(m) < n) out[m] -= L(row(m), cc) * wr;
+      }
+    }
+  };
+
+  // This thread's entries of column col of the trailing matrix (rows col.., else 0).
+  auto load_column = [&](int col, T (&out)[M]) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = row(m);
+      out[m] = i >= col && i < n ? A(i, col) : T(0);
+    }
+  };
+
+  int k = j0;
+  T ak[M];  // column k, not yet updated: read ahead during the step before (see next1 / next2)
+  load_column(k, ak);
+  while (k < target) {
+    const int c = k - j0;
+    T w0[M], w1[M];
+    R best = -1;
+    int best_i = INT_MAX;
+    // The next step's column (k + 1 or k + 2) read now, its round trip hidden behind this step;
+    // what this step's interchange writes there is patched in at the step's end.
+    T next1[M], next2[M];
+    load_column(k + 1, next1);
+    load_column(k + 2, next2);
+#pragma unroll
+    for (int m = 0; m < M; ++m) w1[m] = T(0);
+    gemv(k, c, k, ak, w0);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = row(m);
+      if (i < k || i >= n) continue;
+      W(i, c) = w0[m];
+      if (i == k) x[kK0] = w0[m];
+      if (i == k + 1) x[kK10] = w0[m];
+      const R v = abs1(w0[m]);
+      if (i > k && v > best) best = v, best_i = i;
+    }
+    R colmax;
+    int imax;
+    block_argmax_of(best, best_i, red_v, red_i, k + 1, &colmax, &imax);
+    const R absakk = abs1(x[kK0]);
+    int kp = k, kstep = 1;
+    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
+    if (zero_column) {
+      if (info == 0) info = k + 1;
+    } else if (!(absakk >= alpha * colmax)) {
+      // Row imax of the up-to-date trailing matrix, as W(:, c + 1).
+      T from[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const int i = row(m);
+        from[m] = i >= k && i < n ? (i < imax ? A(imax, i) : A(i, imax)) : T(0);
+      }
+      gemv(k, c, imax, from, w1);
+      best = -1;
+      best_i = INT_MAX;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const int i = row(m);
+        if (i < k || i >= n) continue;
+        W(i, c + 1) = w1[m];
+        if (i == k) x[kK1] = w1[m];
+        if (i == k + 1) x[kK11] = w1[m];
+        if (i == imax) x[kR0] = w0[m], x[kR1] = w1[m];
+        const R v = abs1(w1[m]);
+        if (i != imax && v > best) best = v, best_i = i;
+      }
+      R rowmax;
+      int unused;
+      block_argmax_of(best, best_i, red_v + 32, red_i + 32, k, &rowmax, &unused);
+      bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
+                          [&] { return abs1(x[kR1]); }, &kp, &kstep);
+    }
+    // No barrier here: what decided the step (the slots, the argmaxes' warp slots) is not
+    // written below, and the GEMVs' reads of L and W are behind the argmaxes' barriers.
+    const int kk = k + kstep - 1;
+    const bool swap = kp != kk;
+    if (swap) {
+      // Rows kk and kp of the panel's L so far and of W's earlier columns.
+      for (int cc = tid; cc < c; cc += nthreads) {
+        T t = L(kk, cc);
+        L(kk, cc) = L(kp, cc);
+        L(kp, cc) = t;
+        t = W(kk, cc);
+        W(kk, cc) = W(kp, cc);
+        W(kp, cc) = t;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = row(m);
+      if (i < k || i >= n) continue;
+      if (swap) {
+        // The trailing matrix's column kk (not yet updated; a 2x2 step's kk = k + 1 read ahead)
+        // moves to kp: A(kp, kp), row kp's entries kk + 1 .. kp - 1 and column kp's below it.
+        // Of these the next column (kk + 1) has A(kp, kk + 1) if kk + 1 < kp, else (kp = kk + 1)
+        // A(kp, kp) and the rest of column kp: the one entry another thread holds goes through
+        // x[kNext] (from row kk or kk + 1), the others are this thread's own.
+        const T v = kstep == 1 ? ak[m] : next1[m];
+        if (i == kk) {
+          A(kp, kp) = v;
+          if (kp == kk + 1) x[kNext] = v;
+        } else if (i > kk && i < kp) {
+          A(kp, i) = v;
+          if (i == kk + 1) x[kNext] = v;
+        } else if (i > kp) {
+          A(i, kp) = v;
+          if (kp == kk + 1 && kstep == 1) next1[m] = v;
+          if (kp == kk + 1 && kstep == 2) next2[m] = v;
+        }
+      }
+      if (zero_column) {
+        L(i, c) = w0[m];
+      } else if (kstep == 1) {
+        if (swap) {
+          // Column imax becomes the pivot column, rows k and kp trade places.
+          w0[m] = i == k ? x[kR1] : i == kp ? x[kK1] : w1[m];
+          W(i, c) = w0[m];
+        }
+        const T d = swap ? x[kR1] : x[kK0];
+        L(i, c) = i == k ? d : w0[m] * (T(1) / d);
+      } else {
+        if (swap && (i == kk || i == kp)) {
+          w0[m] = i == kk ? x[kR0] : x[kK10];
+          w1[m] = i == kk ? x[kR1] : x[kK11];
+          W(i, c) = w0[m];
+          W(i, c + 1) = w1[m];
+        }
+        const T akk = x[kK0], ak1k = x[kR0], ak1k1 = x[kR1];
+        const T d11 = ak1k1 / ak1k;
+        const T d22 = akk / ak1k;
+        const T t = T(1) / (d11 * d22 - T(1));
+        const T d21 = t / ak1k;
+        if (i >= k + 2) {
+          L(i, c) = d21 * (d11 * w0[m] - w1[m]);
+          L(i, c + 1) = d21 * (d22 * w1[m] - w0[m]);
+        } else if (i == k) {
+          L(k, c) = akk;
+        } else {
+          L(k + 1, c) = ak1k;
+          L(k + 1, c + 1) = ak1k1;
+        }
+      }
+    }
+    if (tid == 0) {
+      record_pivot(ipiv, k, kp, kstep, 0);
+      record_pivot(piv - j0, k, kp, kstep, 0);
+    }
+    k += kstep;
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      ak[m] = kstep == 1 ? next1[m] : next2[m];
+      if (swap && row(m) == kp) ak[m] = x[kNext];
+    }
+  }
+
+  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel.
+  const int kb = k - j0;
+  for (int cc = 0; cc <= nb; ++cc) {
+    for (int i = target + tid; i < n; i += nthreads) {
+      const bool live = i >= k && cc < kb;
+      l[i + static_cast<int64_t>(cc) * n] = live ? L(i, cc) : T(0);
+      w[i + static_cast<int64_t>(cc) * n] = live ? W(i, cc) : T(0);
+    }
+  }
+  __syncthreads();  // L's rows are read out before the interchanges are undone
+  if (tid == 0) {
+    progress[item] = k;
+    if (info != 0 && info_all[item] == 0) info_all[item] = info;
+  }
+  // L as ?sytf2 stores it: each interchange undone in the panel columns left of its own step,
+  // a thread per column (its swaps touch that column only), then the columns out.
+  for (int col = tid; col < kb; col += nthreads) {
+    for (int j = k; j > j0;) {
+      const int jj = j;
+      int jp = piv[j - 1 - j0];
+      if (jp < 0) jp = -jp, --j;
+      --j;
+      if (jp != jj && j0 + col < j) {
+        T t = L(jp - 1, col);
+        L(jp - 1, col) = L(jj - 1, col);
+        L(jj - 1, col) = t;
+      }
+    }
+  }
+  __syncthreads();
+  for (int cc = 0; cc < kb; ++cc) {
+    for (int i = j0 + cc + tid; i < n; i += nthreads) A(i, j0 + cc) = L(i, cc);
+  }
+}
+
+// Shared memory of lasyf_lower_shared_kernel: L and W (rows x (nb + 1) each), the step's slots,
+// the argmaxes' warp slots and the panel's pivots.
+template <typename T>
+size_t lasyf_shared_bytes(int64_t rows, int64_t nb) {
+  using R = typename real_of<T>::type;
+  return (2 * static_cast<size_t>(rows) * (nb + 1) + 8) * sizeof(T) +
+         64 * sizeof(R) + (64 + static_cast<size_t>(nb) + 2) * sizeof(int);
+}
+
 // Block (matrix, chunk of up to kRhsPerBlock right-hand sides) solves with LAPACK ?sytrs's
 // sequence for UPLO = 'L': forward through the pivots with L and D, then back with L^T. A warp
 // per right-hand side (up to kWarps): a step's value is read right after another thread wrote
@@ -1078,6 +1386,185 @@ __global__ void __launch_bounds__(kThreads)
   sb.copy_rows(bs, false);
 }
 
+// The TRSM-based solve (LAPACK ?sytrs2's route, UPLO = 'L'): the factor converted once (?syconv:
+// L with every later interchange applied to each column, the 2x2 blocks' subdiagonal taken out
+// to D), then A X = B is P L D L^T P^T X = B: a row gather, two cuBLAS TRSMs around D's blocks, a
+// row scatter. The unblocked and blocked solves take n dependent steps (or 2 n / nb launches of
+// nb); here the steps are the conversion's swaps, one thread per column in shared memory.
+
+// Each matrix's steps from its pivots (1-based, negative pairs for 2x2 blocks, clamped as the
+// other solve kernels read them): kind[k] = 1 (a 1x1 step at k), 2 (a 2x2 step at k, k + 1),
+// 0 (k is a 2x2 step's second row); and perm, the forward interchanges applied to 0..n-1 in step
+// order (P^T B = B(perm, :)). One block a matrix; the walk is one thread's, in shared memory. A
+// malformed trailing 2x2 pivot is a 1x1 step without interchange (the caller NaNs such items).
+__global__ void __launch_bounds__(kMaxThreads)
+    ldl_pivot_order_kernel(int n, const int64_t* ipiv_all, int* perm_all, int* kind_all) {
+  const int64_t item = blockIdx.x;
+  const int64_t* ipiv = ipiv_all + item * n;
+  int* piv = reinterpret_cast<int*>(dynamic_shared());
+  int* perm = piv + n;
+  int* kind = perm + n;
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    piv[k] = clamped_pivot(ipiv[k], n);
+    perm[k] = k;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    auto swap = [&](int r, int t) {
+      if (t < 0 || t == r) return;
+      const int s = perm[r];
+      perm[r] = perm[t];
+      perm[t] = s;
+    };
+    for (int k = 0; k < n;) {
+      const int p = piv[k];
+      if (p > 0 || k + 1 >= n) {
+        kind[k] = 1;
+        swap(k, p > 0 ? pivot_target(p, n) : -1);
+        k += 1;
+      } else {
+        kind[k] = 2;
+        kind[k + 1] = 0;
+        swap(k + 1, pivot_target(-p, n));
+        k += 2;
+      }
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    perm_all[item * n + k] = perm[k];
+    kind_all[item * n + k] = kind[k];
+  }
+}
+
+// ?syconv's L: lc(r, j) for r > j is the factor's L(r, j) after the interchanges of every step
+// after column j (a 2x2 step's own interchange is left of its first column), 0 at a 2x2 block's
+// subdiagonal. Block (matrix, `cols` consecutive columns): the columns' rows below c0 in shared
+// memory (odd leading dimension ld_s), a thread per column walking the later steps.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    ldl_convert_kernel(int n, int cols, int ld_s, const T* ld_all, const int64_t* ipiv_all,
+                       const int* kind_all, T* lc_all) {
+  const int64_t item = blockIdx.x;
+  const T* a = ld_all + item * n * n;
+  T* lc = lc_all + item * n * n;
+  const int* kind_g = kind_all + item * n;
+  const int c0 = blockIdx.y * cols;
+  const int width = min(cols, n - 1 - c0);  // columns with rows below the diagonal
+  T* buf = reinterpret_cast<T*>(dynamic_shared());
+  int* piv = reinterpret_cast<int*>(buf + static_cast<int64_t>(ld_s) * cols);
+  int* kind = piv + n;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
+  auto B = [&](int r, int cc) -> T& { return buf[(r - c0 - 1) + cc * ld_s]; };
+  for (int k = c0 + 1 + tid; k < n; k += nthreads) {
+    piv[k] = clamped_pivot(ipiv_all[item * n + k], n);
+    kind[k] = kind_g[k];
+  }
+  for (int cc = warp; cc < width; cc += nwarps) {
+    const int j = c0 + cc;
+    for (int r = j + 1 + lane; r < n; r += 32) B(r, cc) = a[r + static_cast<int64_t>(j) * n];
+  }
+  __syncthreads();
+  if (tid < width) {
+    const int j = c0 + tid;
+    auto swap = [&](int r, int t) {
+      if (t <= j || t == r) return;  // no interchange (or a malformed one outside the buffer)
+      const T s = B(r, tid);
+      B(r, tid) = B(t, tid);
+      B(t, tid) = s;
+    };
+    int s = j + 1;
+    if (kind[s] == 0) {
+      B(s, tid) = T(0);  // D's subdiagonal entry of the 2x2 block at j
+      ++s;
+    }
+    while (s < n) {
+      const int p = piv[s];
+      if (kind[s] == 2) {
+        swap(s + 1, pivot_target(-p, n));
+        s += 2;
+      } else {
+        swap(s, p > 0 ? pivot_target(p, n) : -1);
+        s += 1;
+      }
+    }
+  }
+  __syncthreads();
+  for (int cc = warp; cc < width; cc += nwarps) {
+    const int j = c0 + cc;
+    for (int r = j + 1 + lane; r < n; r += 32) lc[r + static_cast<int64_t>(j) * n] = B(r, cc);
+  }
+}
+
+// dst(i, :) = src(perm[i], :) (gather: P^T B) or dst(perm[i], :) = src(i, :) (scatter: P Y), for
+// `count` n x nrhs matrices.
+template <typename T>
+__global__ void ldl_permute_rows_kernel(int64_t count, int n, int nrhs, const int* perm_all,
+                                        const T* src, T* dst, bool gather) {
+  const int64_t per_item = static_cast<int64_t>(n) * nrhs;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t item = idx / per_item;
+    const int i = static_cast<int>(idx % n);
+    const int p = perm_all[item * n + i];
+    const int64_t column = idx - i;  // (item, c)'s first element
+    if (gather) {
+      dst[idx] = src[column + p];
+    } else {
+      dst[column + p] = src[idx];
+    }
+  }
+}
+
+// Y := D^-1 Y with D's 1x1 and 2x2 blocks from the factor (?sytrs's arithmetic), a thread per
+// (matrix, step's first row, right-hand side).
+template <typename T>
+__global__ void ldl_diag_solve_kernel(int64_t count, int n, int nrhs, const T* ld_all,
+                                      const int* kind_all, T* y) {
+  const int64_t per_item = static_cast<int64_t>(n) * nrhs;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t item = idx / per_item;
+    const int i = static_cast<int>(idx % n);
+    const int kind = kind_all[item * n + i];
+    if (kind == 0) continue;
+    const T* a = ld_all + item * n * n;
+    auto A = [&](int r, int c) { return a[r + static_cast<int64_t>(c) * n]; };
+    if (kind == 1) {
+      y[idx] = y[idx] / A(i, i);
+    } else {
+      const T akm1k = A(i + 1, i);
+      const T akm1 = A(i, i) / akm1k;
+      const T ak = A(i + 1, i + 1) / akm1k;
+      const T denom = akm1 * ak - T(1);
+      const T bkm1 = y[idx] / akm1k;
+      const T bk = y[idx + 1] / akm1k;
+      y[idx] = (ak * bkm1 - bk) / denom;
+      y[idx + 1] = (akm1 * bk - bkm1) / denom;
+    }
+  }
+}
+
+// Grid of a grid-stride elementwise kernel over `elements`.
+inline unsigned elementwise_blocks(int64_t elements) {
+  return static_cast<unsigned>(std::clamp<int64_t>((elements + 255) / 256, 1, 65535));
+}
+
+// Shared memory a conversion block takes at most: two blocks an SM, so that one's walk hides the
+// other's latency.
+constexpr size_t kConvertSharedBytes = 96 * 1024;
+
+// Columns a conversion block takes: as many as fit (up to one warp) in the shared memory budget.
+template <typename D>
+int convert_columns(int64_t n, int* ld_s) {
+  *ld_s = static_cast<int>((n - 1) | 1);
+  const size_t column = static_cast<size_t>(*ld_s) * sizeof(D);
+  const size_t fixed = 2 * static_cast<size_t>(n) * sizeof(int) + kStaticShared;
+  if (fixed + column > kConvertSharedBytes) return 0;
+  return static_cast<int>(std::min<size_t>(32, (kConvertSharedBytes - fixed) / column));
+}
+
 }  // namespace
 
 template <typename D>
@@ -1134,6 +1621,87 @@ cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t
                       threads);
 }
 
+// Rows a thread of lasyf_lower_shared_kernel owns at most (three registers of entries each).
+constexpr int64_t kPanelMaxRowsPerThread = 4;
+
+// Whether a panel over `rows` rows and nb columns runs lasyf_lower_shared_kernel: its L and W in
+// the block's shared memory. JCM_LDL_PANEL_SHARED=0 keeps every panel in global memory
+// (lasyf_lower_kernel), to measure. (W alone in L2, for panels twice as wide, was slower at every
+// shape measured, its GEMVs waiting on L2: float32 1x1024 2.72 -> 2.95 ms, 1x2048 7.82 -> 9.62;
+// s19-ldl-panel-shared-a / s19-ldl-panel-lw.)
+template <typename D>
+bool panel_fits_shared(int64_t rows, int64_t nb) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("JCM_LDL_PANEL_SHARED");
+    return !(env && std::atoi(env) == 0);
+  }();
+  if (!enabled || rows > kMaxThreads * kPanelMaxRowsPerThread) return false;
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    cudaGetLastError();  // no answer: the global-memory kernel, which needs none
+    return false;
+  }
+  return lasyf_shared_bytes<D>(rows, nb) + kStaticShared <= static_cast<size_t>(optin);
+}
+
+template <typename D, int M>
+cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
+                                int64_t target, D* a, D* w, D* l, int* progress, int* ipiv,
+                                int* info, int threads) {
+  const size_t smem = lasyf_shared_bytes<D>(n - (target - nb), nb);
+  if (cudaError_t err = allow_shared(lasyf_lower_shared_kernel<D, M>, smem); err != cudaSuccess) {
+    return err;
+  }
+  lasyf_lower_shared_kernel<D, M><<<static_cast<unsigned>(count), threads, smem, stream>>>(
+      static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target), a, w, l, progress,
+      ipiv, info);
+  return cudaGetLastError();
+}
+
+template <typename D>
+cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
+                                int64_t target, D* a, D* w, D* l, int* progress, int* ipiv,
+                                int* info) {
+  // A thread per row up to 1024 rows, then 1024 threads of 2 or 4 rows each; or
+  // JCM_LDL_PANEL_THREADS (with as many rows a thread as that takes), to measure (512 threads
+  // from 1024 rows on: float32 1x2048 7.82 -> 8.04 ms; s19-ldl-panel-shared-t512).
+  static const int forced = [] {
+    const char* env = std::getenv("JCM_LDL_PANEL_THREADS");
+    const int value = env ? std::atoi(env) : 0;
+    return valid_threads(value) ? value : 0;
+  }();
+  const int64_t rows = n - (target - nb);
+  int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (rows + 31) / 32 * 32));
+  if (forced && (rows + forced - 1) / forced <= kPanelMaxRowsPerThread) threads = forced;
+  const int64_t per_thread = (rows + threads - 1) / threads;
+  if (per_thread == 1) {
+    return launch_lasyf_shared<D, 1>(stream, count, n, nb, target, a, w, l, progress, ipiv, info,
+                                     threads);
+  }
+  if (per_thread == 2) {
+    return launch_lasyf_shared<D, 2>(stream, count, n, nb, target, a, w, l, progress, ipiv, info,
+                                     threads);
+  }
+  return launch_lasyf_shared<D, kPanelMaxRowsPerThread>(stream, count, n, nb, target, a, w, l,
+                                                        progress, ipiv, info, threads);
+}
+
+template <typename T>
+int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
+  using D = typename device_type<T>::type;
+  // A narrower panel means more GEMMs over every matrix's trailing square: up to 16 matrices
+  // a panel of 8 columns in shared memory pays (H100 float64 4x1024 5.57 -> 3.92 ms), at 64 it
+  // costs more than it saves (64x1024 11.3 -> 14.6), where 16 columns still pay (float32
+  // 64x1024 8.66 -> 6.86; s19-ldl-panel-global-a / shared-a).
+  const int64_t narrowest = count <= 16 ? kLdlMinSharedBlock : count <= 64 ? 16 : nb;
+  for (int64_t width = nb; width >= narrowest; width /= 2) {
+    if (panel_fits_shared<D>(rows, width)) return width;
+  }
+  return nb;
+}
+
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
@@ -1144,10 +1712,15 @@ cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
       count > INT32_MAX || !valid_threads(threads)) {
     return cudaErrorInvalidValue;
   }
+  D* ad = reinterpret_cast<D*>(a);
+  D* wd = reinterpret_cast<D*>(w);
+  D* ldd = reinterpret_cast<D*>(l);
+  if (panel_fits_shared<D>(n - (target - nb), nb)) {
+    return launch_lasyf_shared<D>(stream, count, n, nb, target, ad, wd, ldd, progress, ipiv, info);
+  }
   lasyf_lower_kernel<D><<<static_cast<unsigned>(count), threads, (nb + 1) * sizeof(D), stream>>>(
-      static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target),
-      reinterpret_cast<D*>(a), reinterpret_cast<D*>(w), reinterpret_cast<D*>(l), progress, ipiv,
-      info);
+      static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target), ad, wd, ldd, progress,
+      ipiv, info);
   return cudaGetLastError();
 }
 
@@ -1257,6 +1830,63 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t ldl_solve_convert(cudaStream_t stream, int64_t count, int64_t n, const T* ld,
+                              const int64_t* ipiv, T* lc, int* perm, int* kind) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || n <= 0) return cudaSuccess;
+  int ld_s = 0;
+  const int cols = convert_columns<D>(n, &ld_s);
+  if (n > INT32_MAX || count > INT32_MAX || cols == 0) return cudaErrorInvalidValue;
+  const size_t order_smem = 3 * static_cast<size_t>(n) * sizeof(int);
+  if (cudaError_t err = allow_shared(ldl_pivot_order_kernel, order_smem); err != cudaSuccess) {
+    return err;
+  }
+  ldl_pivot_order_kernel<<<static_cast<unsigned>(count), 256, order_smem, stream>>>(
+      static_cast<int>(n), ipiv, perm, kind);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess || n == 1) return err;
+  const size_t smem =
+      static_cast<size_t>(ld_s) * cols * sizeof(D) + 2 * static_cast<size_t>(n) * sizeof(int);
+  if (cudaError_t err = allow_shared(ldl_convert_kernel<D>, smem); err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>((n - 1 + cols - 1) / cols));
+  ldl_convert_kernel<D><<<grid, kThreads, smem, stream>>>(
+      static_cast<int>(n), cols, ld_s, reinterpret_cast<const D*>(ld), ipiv, kind,
+      reinterpret_cast<D*>(lc));
+  return cudaGetLastError();
+}
+
+template <typename T>
+bool ldl_solve_convert_fits(int64_t n) {
+  int ld_s = 0;
+  return n >= 1 && n <= INT32_MAX && convert_columns<typename device_type<T>::type>(n, &ld_s) > 0;
+}
+
+template <typename T>
+cudaError_t ldl_solve_permute(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                              const int* perm, const T* src, T* dst, bool gather) {
+  using D = typename device_type<T>::type;
+  const int64_t elements = count * n * nrhs;
+  if (elements <= 0) return cudaSuccess;
+  if (n > INT32_MAX || nrhs > INT32_MAX) return cudaErrorInvalidValue;
+  ldl_permute_rows_kernel<D><<<elementwise_blocks(elements), 256, 0, stream>>>(
+      count, static_cast<int>(n), static_cast<int>(nrhs), perm,
+      reinterpret_cast<const D*>(src), reinterpret_cast<D*>(dst), gather);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t ldl_solve_diagonal(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                               const T* ld, const int* kind, T* y) {
+  using D = typename device_type<T>::type;
+  const int64_t elements = count * n * nrhs;
+  if (elements <= 0) return cudaSuccess;
+  if (n > INT32_MAX || nrhs > INT32_MAX) return cudaErrorInvalidValue;
+  ldl_diag_solve_kernel<D><<<elementwise_blocks(elements), 256, 0, stream>>>(
+      count, static_cast<int>(n), static_cast<int>(nrhs), reinterpret_cast<const D*>(ld), kind,
+      reinterpret_cast<D*>(y));
+  return cudaGetLastError();
+}
+
 #define JCM_LDL_KERNELS(T)                                                                     \
   template cudaError_t sytrf_small_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*);  \
   template cudaError_t sytrf_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*, int*, int*,  \
@@ -1265,6 +1895,7 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
                                                    const int*, T*, int*, int*, int);            \
   template cudaError_t lasyf_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t,  \
                                               T*, T*, T*, int*, int*, int*, int);               \
+  template int64_t lasyf_panel_width<T>(int64_t, int64_t, int64_t);                              \
   template cudaError_t sytrs_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, \
                                               const int64_t*, T*);                              \
   template cudaError_t sytrs_lower_blocked_forward<T>(cudaStream_t, int64_t, int64_t, int64_t,   \
@@ -1272,7 +1903,14 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
                                                       T*, T*);                                  \
   template cudaError_t sytrs_lower_blocked_backward<T>(cudaStream_t, int64_t, int64_t, int64_t,  \
                                                        int64_t, int64_t, bool, const T*,        \
-                                                       const int64_t*, T*, const T*);
+                                                       const int64_t*, T*, const T*);  \
+  template cudaError_t ldl_solve_convert<T>(cudaStream_t, int64_t, int64_t, const T*,            \
+                                            const int64_t*, T*, int*, int*);                     \
+  template bool ldl_solve_convert_fits<T>(int64_t);                                              \
+  template cudaError_t ldl_solve_permute<T>(cudaStream_t, int64_t, int64_t, int64_t, const int*, \
+                                            const T*, T*, bool);                                 \
+  template cudaError_t ldl_solve_diagonal<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*,  \
+                                             const int*, T*);
 JCM_LDL_KERNELS(float)
 JCM_LDL_KERNELS(double)
 JCM_LDL_KERNELS(cuComplex)

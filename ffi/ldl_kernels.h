@@ -42,11 +42,24 @@ cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T
 // matrix: matrix i continues from its column progress[i] and stops at column `target` or, when a
 // 2x2 pivot straddles it, target + 1 (progress[i] is updated); pivots and info (kept where
 // already set) in the whole matrix's numbering. w and l (count x n x (nb + 1) each) receive the
-// trailing update's operands: A(target:, target:) -= L W^T over the lower triangle.
+// trailing update's operands: A(target:, target:) -= L W^T over the lower triangle. The panel's
+// L and W sit in shared memory where they fit (see lasyf_panel_width), else in w and l (L2).
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
                                 int* info, int threads);
+
+// Narrowest panel width lasyf_panel_width gives (a power-of-two fraction of the block).
+inline constexpr int64_t kLdlMinSharedBlock = 8;
+
+// The panel width for a panel whose rows start `rows` above the matrix's end, `count` matrices:
+// nb where its L and W (rows x (nb + 1) each) fit in a block's shared memory, else the widest of
+// nb / 2, nb / 4, ... that fits (down to kLdlMinSharedBlock for a few matrices, less narrow for
+// more: each narrower panel adds a GEMM over every trailing matrix), else nb (the panel then
+// runs in global memory, `threads` per matrix; in shared memory the launch picks its own block
+// size).
+template <typename T>
+int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count);
 
 // ?sytf2 on each matrix's trailing (n - start[i]) x (n - start[i]) part, start[i] >= n - m_max
 // (m_max <= kLdlKernelMaxN): the blocked factorization's last columns.
@@ -82,5 +95,28 @@ template <typename T>
 cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int64_t n,
                                          int64_t nrhs, int64_t nb, int64_t k0, bool has_t,
                                          const T* ld, const int64_t* ipiv, T* b, const T* t);
+
+// The TRSM-based solve's pieces (LAPACK ?sytrs2, UPLO = 'L'; ldl_ops.cc sytrs_trsm drives them
+// with cuBLAS TRSMs). ldl_solve_convert: per matrix, perm (n) such that P^T B = B(perm, :), kind
+// (n: 1 a 1x1 step, 2 a 2x2 step's first row, 0 its second) and lc (n x n), ?syconv's unit lower
+// L (strictly lower part written; the interchanges of later steps applied to each column, a 2x2
+// block's subdiagonal zeroed). Pivots as sytrs_lower_batched reads them.
+template <typename T>
+cudaError_t ldl_solve_convert(cudaStream_t stream, int64_t count, int64_t n, const T* ld,
+                              const int64_t* ipiv, T* lc, int* perm, int* kind);
+
+// Whether ldl_solve_convert takes n (a column of n elements fits a block's shared memory).
+template <typename T>
+bool ldl_solve_convert_fits(int64_t n);
+
+// dst(i, :) = src(perm[i], :) (gather) or dst(perm[i], :) = src(i, :), per n x nrhs matrix.
+template <typename T>
+cudaError_t ldl_solve_permute(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                              const int* perm, const T* src, T* dst, bool gather);
+
+// y := D^-1 y, D's blocks from the factor ld and ldl_solve_convert's kind.
+template <typename T>
+cudaError_t ldl_solve_diagonal(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
+                               const T* ld, const int* kind, T* y);
 
 }  // namespace jcm

@@ -180,24 +180,31 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       int* ipiv = op.ipiv + begin * n;
       int* info = op.info + begin;
       JCM_CUDA(cudaMemsetAsync(progress, 0, count * sizeof(int), ctx.stream));
-      int64_t target = nb;
-      for (; n - target >= nb; target += nb) {
-        JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, nb, target, a, w, l, progress, ipiv,
-                                     info, ldl_threads(LdlKernel::kPanel, n, count)));
+      // done: the last panel's target (every matrix has reached it or one more). A panel is
+      // narrower than nb where that is what fits its rows in shared memory (lasyf_panel_width).
+      int64_t done = 0;
+      for (;;) {
+        const int64_t width = lasyf_panel_width<T>(n - done, nb, count);
+        const int64_t target = done + width;
+        if (n - target < nb) break;
+        JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, width, target, a, w, l, progress,
+                                     ipiv, info, ldl_threads(LdlKernel::kPanel, n, count)));
         // A(target:, target:) -= L W^T, block column by block column from the diagonal down
-        // (transpose, not conjugate: complex symmetric).
+        // (transpose, not conjugate: complex symmetric). The kernel packs each matrix's L and W
+        // at n (width + 1) elements apart.
         const int64_t update_block = ldl_update_block(count, n);
+        const int64_t stride = n * (width + 1);
         for (int64_t c = target; c < n; c += update_block) {
-          const int64_t width = std::min(update_block, n - c);
+          const int64_t cols = std::min(update_block, n - c);
           JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
                      solver_api<T>::gemm_strided_batched(
-                         ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, n - c, width, nb + 1, &minus_one,
-                         l + c, n, panel, w + c, n, panel, &one, a + c + c * n, n, n * n,
-                         count));
+                         ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, n - c, cols, width + 1,
+                         &minus_one, l + c, n, stride, w + c, n, stride, &one, a + c + c * n,
+                         n, n * n, count));
         }
+        done = target;
       }
-      // Every matrix has reached column target - nb (the last panel's target) or one more.
-      const int64_t tail = n - (target - nb);
+      const int64_t tail = n - done;
       JCM_CUDA(sytf2_lower_tail_batched(ctx.stream, count, n, tail, progress, a, ipiv, info,
                                         ldl_threads(LdlKernel::kSytf2, tail, count)));
     }
@@ -276,6 +283,54 @@ inline int64_t ldl_solve_block() {
   return block;
 }
 
+// Up to this many matrices the blocked solve takes LAPACK ?sytrs2's route (sytrs_trsm): the
+// factor converted once, then cuBLAS TRSMs, a pair a matrix; more matrices take the blocked
+// kernels, one launch over the batch per block. JCM_LDL_SOLVE_TRSM sets it (0: never), to measure.
+inline constexpr int64_t kLdlSolveTrsmMaxCount = 4;
+
+inline int64_t ldl_solve_trsm_max_count() {
+  static const int64_t count =
+      block_size_from_env("JCM_LDL_SOLVE_TRSM", kLdlSolveTrsmMaxCount, 0, INT32_MAX);
+  return count;
+}
+
+// ?sytrs2 (lower) on every matrix, after sytrs_blocked's prologue: ldl_solve_convert's P, L (in
+// scratch) and D's blocks; X = P L^-T D^-1 L^-1 P^T B (transpose, not conjugate: complex
+// symmetric).
+template <typename T>
+ffi::Error sytrs_trsm(const CallConfig& call, ffi::ScratchAllocator& scratch,
+                      const sytrs_traits<T>& op) {
+  const int64_t batch = op.batch(), n = op.n, nrhs = op.nrhs;
+  const size_t lc_bytes = align_up(batch * n * n * sizeof(T));
+  const size_t y_bytes = align_up(batch * n * nrhs * sizeof(T));
+  const size_t int_bytes = align_up(batch * n * sizeof(int));
+  JCM_ASSIGN_OR_RETURN(std::byte * work,
+                       allocate_scratch(scratch, lc_bytes + y_bytes + 2 * int_bytes, "sytrs"));
+  T* lc = reinterpret_cast<T*>(work);
+  T* y = reinterpret_cast<T*>(work + lc_bytes);
+  int* perm = reinterpret_cast<int*>(work + lc_bytes + y_bytes);
+  int* kind = reinterpret_cast<int*>(work + lc_bytes + y_bytes + int_bytes);
+  const T one = scalar_of<T>(1);
+  const std::string trsm = routine_name<T>("cublas", "trsm");
+  return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
+    JCM_CUDA(ldl_solve_convert(ctx.stream, batch, n, op.ld, op.ipiv, lc, perm, kind));
+    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, op.x, y, /*gather=*/true));
+    for (int64_t i = 0; i < batch; ++i) {
+      JCM_CUBLAS(trsm, solver_api<T>::trsm(ctx.blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
+                                           CUBLAS_OP_N, CUBLAS_DIAG_UNIT, n, nrhs, &one,
+                                           lc + i * n * n, n, y + i * n * nrhs, n));
+    }
+    JCM_CUDA(ldl_solve_diagonal(ctx.stream, batch, n, nrhs, op.ld, kind, y));
+    for (int64_t i = 0; i < batch; ++i) {
+      JCM_CUBLAS(trsm, solver_api<T>::trsm(ctx.blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
+                                           CUBLAS_OP_T, CUBLAS_DIAG_UNIT, n, nrhs, &one,
+                                           lc + i * n * n, n, y + i * n * nrhs, n));
+    }
+    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, y, op.x, /*gather=*/false));
+    return ffi::Error::Success();
+  });
+}
+
 template <typename T>
 ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                          const sytrs_traits<T>& op) {
@@ -283,6 +338,10 @@ ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
   const int64_t batch = op.batch(), n = op.n, nrhs = op.nrhs;
   if (batch == 0) return ffi::Error::Success();
+  if (batch <= ldl_solve_trsm_max_count() && ldl_solve_convert_fits<T>(n) &&
+      batch * n * n * sizeof(T) <= kLdlPanelBytes) {
+    return sytrs_trsm(call, scratch, op);
+  }
   const int64_t nb = ldl_solve_block();
   const int64_t per_item = (nb + 1) * nrhs;  // elements of one matrix's y / t
   const int64_t chunk = ldl_chunk(batch, per_item * sizeof(T));

@@ -48,6 +48,7 @@ struct solver_api;
     static constexpr auto syevj = cusolverDn##L##EVJ;                               \
     static constexpr auto gesvdj_buffer_size = cusolverDn##L##gesvdj_bufferSize;    \
     static constexpr auto gesvdj = cusolverDn##L##gesvdj;                           \
+    static constexpr auto trsm = cublas##L##trsm;                                   \
     static constexpr auto trsm_batched = cublas##L##trsmBatched;                    \
     static constexpr auto gemm_strided_batched = cublas##L##gemmStridedBatched;     \
   };

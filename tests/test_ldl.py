@@ -68,7 +68,9 @@ def symmetric(rng, shape, dtype, hermitian=False, kind="indefinite"):
 
     kinds: "indefinite" (X + X^T), "zero_diagonal" (the same with a zero diagonal: every first
     pivot has to be a 2x2 block), "singular" (one random row and column exactly zero, so D has an
-    exact zero).
+    exact zero), "banded" (small X + X^T under two strong bands beside the diagonal and a
+    diagonal of tiny and large entries: the pivot row is mostly k + 1 or k + 2, interchanges
+    with the next row or the one after, 1x1 and 2x2).
     """
     x = _gaussian(rng, shape, dtype)
     xt = np.swapaxes(x, -1, -2)
@@ -76,6 +78,18 @@ def symmetric(rng, shape, dtype, hermitian=False, kind="indefinite"):
     n = shape[-1]
     if kind == "zero_diagonal":
         a = a * (1 - np.eye(n))
+    elif kind == "banded":
+        a = 0.01 * a
+        for offset in (1, 2):
+            band = rng.uniform(1, 2, size=shape[:-2] + (n - offset,))
+            band = band * rng.choice([-1.0, 1.0], size=band.shape)
+            idx = np.arange(n - offset)
+            a[..., idx + offset, idx] += band
+            a[..., idx, idx + offset] += band
+        d = rng.choice([0.01, 3.0], size=shape[:-2] + (n,)) * rng.choice([-1.0, 1.0],
+                                                                          size=shape[:-2] + (n,))
+        idx = np.arange(n)
+        a[..., idx, idx] += d
     elif kind == "singular":
         j = rng.integers(0, n, size=shape[:-2])[..., None, None]
         keep = (np.arange(n)[:, None] != j) & (np.arange(n)[None, :] != j)
@@ -681,10 +695,13 @@ LDL_BLOCK = 32
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 @pytest.mark.parametrize("n, kind", [
     (n, kind) for n in (2, 40, 2 * LDL_BLOCK, 2 * LDL_BLOCK + 1, 257)
-    for kind in ("indefinite", "zero_diagonal")] + [(1100, "indefinite")], ids=ids)
+    for kind in ("indefinite", "zero_diagonal")] + [(2 * LDL_BLOCK + 1, "banded"), (257, "banded"),
+                                                    (1100, "indefinite")], ids=ids)
 def test_blocked_matches_lapack(rng, dtype, n, kind):
     # No panel (n < 2 blocks), one panel and the tail, many panels with 2x2 pivots straddling
-    # their ends (zero diagonals), and beyond the unblocked kernel's n (1024).
+    # their ends (zero diagonals), interchanges with the next row or the one after (banded: the
+    # shared-memory panel's read-ahead of the next column patched), and beyond the unblocked
+    # kernel's n (1024).
     a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
     ld, pivots = ldl_factor(a, strategy="blocked")
     check_factorization(a, ld, pivots, dtype)
@@ -716,6 +733,42 @@ def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
     assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
+@requires_gpu
+def test_blocked_panels_in_global_memory():
+    # JCM_LDL_PANEL_SHARED=0 (read once per process, so in a child): every panel in global memory
+    # (lasyf_lower_kernel, which the default keeps for panels too tall for shared memory). The
+    # same pivots as LAPACK where it blocks alike (n <= 2 blocks + 1), else a factor that
+    # reconstructs A; 2x2 pivots across the panels' ends (zero diagonals).
+    script = (
+        "import sys, numpy as np, scipy.linalg, jax\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from test_ldl import symmetric, check_factorization\n"
+        "from jax_cusolver_ms import ldl_factor\n"
+        "rng = np.random.default_rng(0)\n"
+        "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
+        "    for n in (40, 65, 257, 300):\n"
+        "        for kind in ('indefinite', 'zero_diagonal'):\n"
+        "            a = symmetric(rng, (2, n, n), dtype, kind=kind).astype(dtype)\n"
+        "            ld, piv = ldl_factor(a, strategy='blocked')\n"
+        "            check_factorization(a, ld, piv, dtype)\n"
+        "            if n <= 65 and dtype in (np.float64, np.complex128):\n"
+        "                f = scipy.linalg.lapack.get_lapack_funcs(('sytrf',), dtype=dtype)[0]\n"
+        "                for i in range(2):\n"
+        "                    np.testing.assert_array_equal(np.asarray(piv[i]),\n"
+        "                                                  f(a[i], lower=1)[1])\n"
+        "print('ok')\n"
+    )
+    import os
+    import subprocess
+
+    env = dict(os.environ, JCM_LDL_PANEL_SHARED="0")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=root)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+
+
 @pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
 def test_blocked_zero_column(rng, zero):
     # A zero column in the first panel or a later one: D(k, k) = 0, no interchange, info kept
@@ -735,6 +788,7 @@ def test_blocked_zero_column(rng, zero):
 # ---------------------------------------------------------------------------------------------
 
 LDL_SOLVE_BLOCK = 64
+LDL_SOLVE_TRSM_MAX_COUNT = 4  # ffi/ldl_ops.cc kLdlSolveTrsmMaxCount
 
 
 def _lapack_factors(a, dtype):
@@ -756,15 +810,17 @@ def _lapack_solves(ld, pivots, b, dtype):
     (n, kind) for n in (1, 2, LDL_SOLVE_BLOCK - 1, LDL_SOLVE_BLOCK, LDL_SOLVE_BLOCK + 1,
                         LDL_SOLVE_BLOCK + 2, 2 * LDL_SOLVE_BLOCK + 1, 300)
     for kind in ("indefinite", "zero_diagonal") if n > 1 or kind == "indefinite"], ids=ids)
-def test_blocked_solve_matches_lapack_sytrs(rng, dtype, n, kind):
-    # One block; a block and the row just below it (updated by the kernels, not the GEMM); many
-    # blocks, with rows swapped in from below each and 2x2 pivots across the cuts (zero
-    # diagonals: every first pivot 2x2). LAPACK's own factor, so LAPACK's ?sytrs is the answer;
-    # 1 and 40 right-hand sides (two chunks of 32).
-    a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
+@pytest.mark.parametrize("batch", [LDL_SOLVE_TRSM_MAX_COUNT, LDL_SOLVE_TRSM_MAX_COUNT + 2])
+def test_blocked_solve_matches_lapack_sytrs(rng, dtype, n, kind, batch):
+    # Up to LDL_SOLVE_TRSM_MAX_COUNT matrices, ?sytrs2's route (the factor converted, cuBLAS
+    # TRSMs); more, the blocked kernels: one block; a block and the row just below it (updated by
+    # the kernels, not the GEMM); many blocks, with rows swapped in from below each and 2x2 pivots
+    # across the cuts (zero diagonals: every first pivot 2x2). LAPACK's own factor, so LAPACK's
+    # ?sytrs is the answer; 1 and 40 right-hand sides (two chunks of 32).
+    a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
     ld, pivots = _lapack_factors(a, dtype)
     for nrhs in (1, 40):
-        b = _gaussian(rng, (3, n, nrhs), dtype).astype(dtype)
+        b = _gaussian(rng, (batch, n, nrhs), dtype).astype(dtype)
         x = ldl_solve(ld, pivots, b, strategy="blocked")
         tol = solve_tolerance(a, dtype)
         assert rel_err(x, _lapack_solves(ld, pivots, b, dtype)) <= tol
@@ -775,7 +831,8 @@ def test_blocked_solve_matches_lapack_sytrs(rng, dtype, n, kind):
 def test_blocked_solve_narrow_blocks():
     # JCM_LDL_SOLVE_BLOCK=8 (read once per process, so in a child): blocks of 8 make every kind
     # of cut frequent (a 2x2 pivot on either side, rows pulled into a block from far below and
-    # swapped again by later steps of the same block).
+    # swapped again by later steps of the same block). Batches of 6: the blocked kernels (up to
+    # 4 matrices take the TRSM route).
     script = (
         "import sys, numpy as np, scipy.linalg, jax\n"
         "jax.config.update('jax_enable_x64', True)\n"
@@ -787,9 +844,9 @@ def test_blocked_solve_narrow_blocks():
         "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
         "    for n in (7, 8, 9, 17, 100, 203):\n"
         "        for kind in ('indefinite', 'zero_diagonal'):\n"
-        "            a = symmetric(rng, (2, n, n), dtype, kind=kind).astype(dtype)\n"
+        "            a = symmetric(rng, (6, n, n), dtype, kind=kind).astype(dtype)\n"
         "            ld, piv = _lapack_factors(a, dtype)\n"
-        "            b = _gaussian(rng, (2, n, 3), dtype).astype(dtype)\n"
+        "            b = _gaussian(rng, (6, n, 3), dtype).astype(dtype)\n"
         "            x = np.asarray(ldl_solve(ld, piv, b, strategy='blocked'))\n"
         "            ref = _lapack_solves(ld, piv, b, dtype)\n"
         "            single = dtype in (np.float32, np.complex64)\n"
@@ -808,20 +865,22 @@ def test_blocked_solve_narrow_blocks():
 
 
 @requires_gpu
-def test_blocked_solve_singular_d_and_bad_pivots(rng):
+@pytest.mark.parametrize("batch", [3, LDL_SOLVE_TRSM_MAX_COUNT + 2])
+def test_blocked_solve_singular_d_and_bad_pivots(rng, batch):
     # A singular D gives inf/NaN, no error; pivots that are no LAPACK pivot array give NaN (the
-    # Python side solves that item with harmless pivots); its neighbours stay right.
+    # Python side solves that item with harmless pivots); its neighbours stay right. The TRSM
+    # route (3 matrices) and the blocked kernels (6).
     n = 150
-    a = symmetric(rng, (3, n, n), np.float64)
+    a = symmetric(rng, (batch, n, n), np.float64)
     ld, pivots = _lapack_factors(a, np.float64)
-    b = _gaussian(rng, (3, n, 2), np.float64)
+    b = _gaussian(rng, (batch, n, 2), np.float64)
     ld[0, 70, 70] = 0
     pivots[0, 70] = 71
     pivots[1, 3] = n + 5
     x = np.asarray(ldl_solve(ld, pivots, b, strategy="blocked"))
     assert not np.all(np.isfinite(x[0])) and np.all(np.isnan(x[1]))
-    np.testing.assert_allclose(x[2], _lapack_solves(ld[2:], pivots[2:], b[2:], np.float64)[0],
-                               rtol=1e-9, atol=1e-12)
+    assert rel_err(x[2:], _lapack_solves(ld[2:], pivots[2:], b[2:], np.float64)) <= \
+        solve_tolerance(a[2:], np.float64)
 
 
 @requires_extension

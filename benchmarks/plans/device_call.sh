@@ -86,6 +86,7 @@ grid_report() {
   timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
     --dtypes "${DTYPES:-float32}" --strategies auto --ops "$ops" --budget-s "$budget" \
     --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} ${REDO_MAX_N:+--redo-max-n "$REDO_MAX_N"} \
+    ${REDO_MIN_N:+--redo-min-n "$REDO_MIN_N"} \
     ${MIN_REPEATS:+--min-repeats "$MIN_REPEATS"} ${NO_TORCH:+--no-torch} --resume "$from" "$@" \
     > "$log" 2>&1
 }
@@ -98,7 +99,8 @@ grid_done() {
 }
 
 # grid_goes_on OPS UNTIL: the issue-7 grid (DTYPES, default float32; auto; PyTorch alongside;
-# REDO_OPS: ops whose every cell, up to REDO_MAX_N if set, is measured again) resumed, OPS first, starting no cell after
+# REDO_OPS: ops whose every cell, from REDO_MIN_N / up to REDO_MAX_N if set, is measured again)
+# resumed, OPS first, starting no cell after
 # UNTIL seconds into the call; cells under 0.95x or whose auto plan changed are measured again;
 # earlier cells outside OPS x DTYPES kept as they were. Results tarred to $OUT/results.tgz.
 grid_goes_on() {
