@@ -36,8 +36,15 @@ SQUARE_ONLY_BLOCKED = {"getrf"}
 # over the whole of B. H100, the solve alone, unblocked / blocked ms (benchmarks/diag/
 # ldl_solve_probe.py, results/s10-ldl-solve-probe.md): float32 1x2048 11.7 / 4.60, 4x2048 21.1 /
 # 5.20, 64x1024 6.63 / 3.04, 256x512 2.22 / 1.62, but 64x256 0.43 / 0.53, 1x256 0.40 / 0.44
-# (float64 alike); from n = 512 on.
-BLOCKED_MIN_N = {"sytrf": 256, "sytrs": 512}
+# (float64 alike); from n = 512 on. Session 19 (ldl_factor, blocked / the ?sytf2 kernel, with the
+# panel in shared memory: float32 1x128 0.219 / 0.263 ms, 256x128 0.270 / 0.349, float64 256x128
+# 0.332 / 0.686; s19-ldl-factor-a): sytrf's from n = 128.
+BLOCKED_MIN_N = {"sytrf": 128, "sytrs": 512}
+# Up to this many matrices the blocked solve is LAPACK ?sytrs2's route (the factor converted
+# once, cuBLAS TRSMs: ffi/ldl_ops.cc sytrs_trsm), which beats the unblocked kernel from n = 128
+# (H100, the solve alone, ncu, unblocked / TRSM route: float32 1x128 121 / 75 us, 1x256 565 /
+# 110, 4x256 570 / 240; gpu-tests/session19-c4).
+BLOCKED_SMALL_BATCH = {"sytrs": (4, 128)}  # routine -> (most matrices, from n)
 # Routines JAX has no lowering of its own for: "xla" is never a candidate (a benchmark times
 # JAX's LU next to them, which a table must not take for theirs).
 NO_XLA = {"sytrf", "sytrs"}
@@ -325,6 +332,12 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
                     "heuristic")
+    if op in BLOCKED_SMALL_BATCH and not lanes:
+        most, from_n = BLOCKED_SMALL_BATCH[op]
+        if batch <= most and n >= from_n:
+            return make("blocked", 1, f"{batch} matrices <= {most}, n={n} >= {from_n}: the "
+                        "blocked algorithm (here the factor converted once and cuBLAS TRSMs) "
+                        "beats the unblocked kernel", "heuristic")
     # (A routine with a one-launch kernel counts as a single-matrix kernel where that runs.)
     single_kernel = op in SINGLE_MATRIX_KERNEL and (kernel or op not in SMALL_KERNEL_MAX_N)
     if batch <= 1 and not single_kernel:

@@ -596,11 +596,15 @@ def test_explain_knows_the_public_names():
     factor = (((16, 64, 64), "batched"), ((1, 64, 64), "batched"),
               ((16, blocked_from, blocked_from), "blocked"), ((1, 512, 512), "blocked"),
               ((2, 1025, 1025), "blocked"))
-    # The solve: the unblocked kernel at small n, the blocked solve from BLOCKED_MIN_N on.
+    # The solve: the unblocked kernel at small n, the blocked solve from BLOCKED_MIN_N on, and
+    # for a few matrices (the TRSM route) from BLOCKED_SMALL_BATCH's n.
     solve_from = jcm.strategy.BLOCKED_MIN_N["sytrs"]
-    solve = (((16, 16, 16), "batched"), ((1, solve_from - 1, solve_from - 1), "batched"),
+    most, trsm_from = jcm.strategy.BLOCKED_SMALL_BATCH["sytrs"]
+    solve = (((16, 16, 16), "batched"), ((16, solve_from - 1, solve_from - 1), "batched"),
              ((16, solve_from, solve_from), "blocked"), ((1, 512, 512), "blocked"),
-             ((2, 1025, 1025), "blocked"))
+             ((2, 1025, 1025), "blocked"), ((most, trsm_from - 1, trsm_from - 1), "batched"),
+             ((most, trsm_from, trsm_from), "blocked"), ((1, trsm_from, trsm_from), "blocked"),
+             ((most + 1, trsm_from, trsm_from), "batched"))
     for op, routine, cases in (("ldl_factor", "sytrf", factor), ("ldl_solve", "sytrs", solve)):
         for shape, want in cases:
             choice = jcm.explain(op, shape, np.float32)
