@@ -344,6 +344,23 @@ __global__ void __launch_bounds__(32)
   if (lane == 0) info_all[blockIdx.x] = info;
 }
 
+// Block blockIdx.x's matrix of a panel launch: its a (n x n), w and l (n x (nb + 1)) and pivots.
+template <typename T>
+struct PanelItem {
+  T* a;
+  T* w;
+  T* l;
+  int* ipiv;
+};
+
+template <typename T>
+__device__ inline PanelItem<T> panel_item(int n, int nb, T* a_all, T* w_all, T* l_all,
+                                          int* ipiv_all) {
+  const int64_t item = blockIdx.x;
+  return {a_all + item * n * n, w_all + item * n * (nb + 1), l_all + item * n * (nb + 1),
+          ipiv_all + item * n};
+}
+
 // One panel of the blocked LDL^T (LAPACK ?lasyf, UPLO = 'L'), one block per matrix, the matrix
 // and the panel's W = L D in global memory (L2). Matrix b's panel starts at its own column
 // progress[b] and takes column steps while k < target, so a 2x2 pivot at target - 1 ends it at
@@ -359,10 +376,9 @@ __global__ void __launch_bounds__(kMaxThreads)
                        int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   const int64_t item = blockIdx.x;
-  T* a = a_all + item * n * n;
-  T* w = w_all + item * n * (nb + 1);
-  T* l = l_all + item * n * (nb + 1);
-  int* ipiv = ipiv_all + item * n;
+  const PanelItem<T> mine = panel_item(n, nb, a_all, w_all, l_all, ipiv_all);
+  T *a = mine.a, *w = mine.w, *l = mine.l;
+  int* ipiv = mine.ipiv;
   T* row = reinterpret_cast<T*>(dynamic_shared());  // W(k, 0:c) or W(imax, 0:c)
   auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * n]; };
   auto W = [&](int i, int c) -> T& { return w[i + static_cast<int64_t>(c) * n]; };
@@ -562,10 +578,9 @@ __global__ void __launch_bounds__(kMaxThreads)
                               int* progress, int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   const int64_t item = blockIdx.x;
-  T* a = a_all + item * n * n;
-  T* w = w_all + item * n * (nb + 1);
-  T* l = l_all + item * n * (nb + 1);
-  int* ipiv = ipiv_all + item * n;
+  const PanelItem<T> mine = panel_item(n, nb, a_all, w_all, l_all, ipiv_all);
+  T *a = mine.a, *w = mine.w, *l = mine.l;
+  int* ipiv = mine.ipiv;
   const int base = target - nb, ld = n - base;
   const int tid = threadIdx.x, nthreads = blockDim.x;
   T* ls = reinterpret_cast<T*>(dynamic_shared());
@@ -1393,74 +1408,115 @@ __global__ void __launch_bounds__(kThreads)
 // nb); here the steps are the conversion's swaps, one thread per column in shared memory.
 
 // Each matrix's steps from its pivots (1-based, negative pairs for 2x2 blocks, clamped as the
-// other solve kernels read them): kind[k] = 1 (a 1x1 step at k), 2 (a 2x2 step at k, k + 1),
-// 0 (k is a 2x2 step's second row); and perm, the forward interchanges applied to 0..n-1 in step
-// order (P^T B = B(perm, :)). One block a matrix; the walk is one thread's, in shared memory. A
-// malformed trailing 2x2 pivot is a 1x1 step without interchange (the caller NaNs such items).
+// other solve kernels read them): step[k] = (the row step k interchanges, the row it goes to; -1
+// for none): (k, p) for a 1x1 step at k, (k + 1, p) for a 2x2 step at k, k + 1 and (-1, -1) at
+// its second row k + 1; kind[k] = 1, 2, 0 alike. A run of negative pivots pairs up from its
+// first row, so a row's kind is its distance from the run's start, even or odd: an inclusive
+// max-scan of the runs' starts over the block, no walk. A malformed trailing 2x2 pivot (a run
+// ending odd at n - 1) is a 1x1 step without interchange (the caller NaNs such items).
+constexpr int kStepsPerThread = 8;  // rows a thread of ldl_steps_kernel scans: n <= 8192
+
+// Bytes before ldl_convert_kernel's step list: a block's columns, or the permutation's n ints.
+__host__ __device__ inline size_t convert_buffer_bytes(int n, int cols, int ld_s, size_t elem) {
+  const size_t columns = static_cast<size_t>(ld_s) * cols * elem;
+  const size_t perm = static_cast<size_t>(n) * sizeof(int);
+  return ((columns > perm ? columns : perm) + 15) / 16 * 16;
+}
+
 __global__ void __launch_bounds__(kMaxThreads)
-    ldl_pivot_order_kernel(int n, const int64_t* ipiv_all, int* perm_all, int* kind_all) {
+    ldl_steps_kernel(int n, const int64_t* ipiv_all, int2* step_all, int* kind_all) {
   const int64_t item = blockIdx.x;
   const int64_t* ipiv = ipiv_all + item * n;
-  int* piv = reinterpret_cast<int*>(dynamic_shared());
-  int* perm = piv + n;
-  int* kind = perm + n;
-  for (int k = threadIdx.x; k < n; k += blockDim.x) {
-    piv[k] = clamped_pivot(ipiv[k], n);
-    perm[k] = k;
+  __shared__ int warp_max[kMaxThreads / 32];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int first = tid * kStepsPerThread;
+  int p[kStepsPerThread], start[kStepsPerThread];
+  int run = 0;  // the latest run start at or before this row, within this thread's rows
+#pragma unroll
+  for (int e = 0; e < kStepsPerThread; ++e) {
+    const int k = first + e;
+    p[e] = k < n ? clamped_pivot(ipiv[k], n) : 1;
+    const bool starts = k == 0 || (k < n && (k - 1 >= first ? p[e - (e > 0)] > 0
+                                                             : clamped_pivot(ipiv[k - 1], n) > 0));
+    run = starts ? k : run;
+    start[e] = run;
   }
+  // The block's inclusive max-scan of the threads' last values, added in front of each row's.
+  int total = start[kStepsPerThread - 1];
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int other = __shfl_up_sync(0xffffffffu, total, offset);
+    if (lane >= offset) total = max(total, other);
+  }
+  if (lane == 31) warp_max[warp] = total;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    auto swap = [&](int r, int t) {
-      if (t < 0 || t == r) return;
-      const int s = perm[r];
-      perm[r] = perm[t];
-      perm[t] = s;
-    };
-    for (int k = 0; k < n;) {
-      const int p = piv[k];
-      if (p > 0 || k + 1 >= n) {
-        kind[k] = 1;
-        swap(k, p > 0 ? pivot_target(p, n) : -1);
-        k += 1;
-      } else {
-        kind[k] = 2;
-        kind[k + 1] = 0;
-        swap(k + 1, pivot_target(-p, n));
-        k += 2;
+  int before = 0;  // the largest start in every earlier thread's rows
+  for (int w = 0; w < warp; ++w) before = max(before, warp_max[w]);
+  const int in_warp = __shfl_up_sync(0xffffffffu, total, 1);
+  if (lane > 0) before = max(before, in_warp);
+#pragma unroll
+  for (int e = 0; e < kStepsPerThread; ++e) {
+    const int k = first + e;
+    if (k >= n) break;
+    const int run_start = max(start[e], before);
+    int kind = 1;
+    int2 st = make_int2(k, p[e] > 0 ? pivot_target(p[e], n) : -1);
+    if (p[e] < 0) {
+      const bool second = (k - run_start) % 2 == 1;
+      if (second) {
+        kind = 0;
+        st = make_int2(-1, -1);
+      } else if (k + 1 < n) {
+        kind = 2;
+        st = make_int2(k + 1, pivot_target(-p[e], n));
       }
     }
-  }
-  __syncthreads();
-  for (int k = threadIdx.x; k < n; k += blockDim.x) {
-    perm_all[item * n + k] = perm[k];
-    kind_all[item * n + k] = kind[k];
+    step_all[item * n + k] = st;
+    kind_all[item * n + k] = kind;
   }
 }
 
 // ?syconv's L: lc(r, j) for r > j is the factor's L(r, j) after the interchanges of every step
 // after column j (a 2x2 step's own interchange is left of its first column), 0 at a 2x2 block's
 // subdiagonal. Block (matrix, `cols` consecutive columns): the columns' rows below c0 in shared
-// memory (odd leading dimension ld_s), a thread per column walking the later steps.
+// memory (odd leading dimension ld_s), a thread per column walking the later steps (the step
+// list in shared memory: no step's load waits on the one before). The grid's last block of
+// each matrix walks every step over 0..n-1 instead: perm, with P^T B = B(perm, :).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    ldl_convert_kernel(int n, int cols, int ld_s, const T* ld_all, const int64_t* ipiv_all,
-                       const int* kind_all, T* lc_all) {
+    ldl_convert_kernel(int n, int cols, int ld_s, const T* ld_all, const int2* step_all,
+                       const int* kind_all, T* lc_all, int* perm_all) {
   const int64_t item = blockIdx.x;
-  const T* a = ld_all + item * n * n;
-  T* lc = lc_all + item * n * n;
-  const int* kind_g = kind_all + item * n;
-  const int c0 = blockIdx.y * cols;
-  const int width = min(cols, n - 1 - c0);  // columns with rows below the diagonal
-  T* buf = reinterpret_cast<T*>(dynamic_shared());
-  int* piv = reinterpret_cast<int*>(buf + static_cast<int64_t>(ld_s) * cols);
-  int* kind = piv + n;
+  const int2* step_g = step_all + item * n;
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
-  auto B = [&](int r, int cc) -> T& { return buf[(r - c0 - 1) + cc * ld_s]; };
-  for (int k = c0 + 1 + tid; k < n; k += nthreads) {
-    piv[k] = clamped_pivot(ipiv_all[item * n + k], n);
-    kind[k] = kind_g[k];
+  const bool perm_block = blockIdx.y == gridDim.y - 1;
+  const int c0 = perm_block ? -1 : static_cast<int>(blockIdx.y) * cols;
+  T* buf = reinterpret_cast<T*>(dynamic_shared());
+  int2* step = reinterpret_cast<int2*>(dynamic_shared() + convert_buffer_bytes(n, cols, ld_s,
+                                                                               sizeof(T)));
+  for (int k = c0 + 1 + tid; k < n; k += nthreads) step[k] = step_g[k];
+  if (perm_block) {
+    int* perm = reinterpret_cast<int*>(buf);
+    for (int k = tid; k < n; k += nthreads) perm[k] = k;
+    __syncthreads();
+    if (tid == 0) {
+      for (int s = 0; s < n; ++s) {
+        const int2 st = step[s];
+        if (st.x >= 0 && st.y >= 0 && st.y != st.x) {
+          const int t = perm[st.x];
+          perm[st.x] = perm[st.y];
+          perm[st.y] = t;
+        }
+      }
+    }
+    __syncthreads();
+    for (int k = tid; k < n; k += nthreads) perm_all[item * n + k] = perm[k];
+    return;
   }
+  const T* a = ld_all + item * n * n;
+  T* lc = lc_all + item * n * n;
+  const int width = min(cols, n - 1 - c0);  // columns with rows below the diagonal
+  auto B = [&](int r, int cc) -> T& { return buf[(r - c0 - 1) + cc * ld_s]; };
   for (int cc = warp; cc < width; cc += nwarps) {
     const int j = c0 + cc;
     for (int r = j + 1 + lane; r < n; r += 32) B(r, cc) = a[r + static_cast<int64_t>(j) * n];
@@ -1468,25 +1524,14 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (tid < width) {
     const int j = c0 + tid;
-    auto swap = [&](int r, int t) {
-      if (t <= j || t == r) return;  // no interchange (or a malformed one outside the buffer)
-      const T s = B(r, tid);
-      B(r, tid) = B(t, tid);
-      B(t, tid) = s;
-    };
-    int s = j + 1;
-    if (kind[s] == 0) {
-      B(s, tid) = T(0);  // D's subdiagonal entry of the 2x2 block at j
-      ++s;
-    }
-    while (s < n) {
-      const int p = piv[s];
-      if (kind[s] == 2) {
-        swap(s + 1, pivot_target(-p, n));
-        s += 2;
-      } else {
-        swap(s, p > 0 ? pivot_target(p, n) : -1);
-        s += 1;
+    if (kind_all[item * n + j] == 2) B(j + 1, tid) = T(0);  // D's subdiagonal entry
+    // Steps after j; a 2x2 step's second row (j + 1 when j starts one) has none.
+    for (int s = j + 1; s < n; ++s) {
+      const int2 st = step[s];
+      if (st.x >= 0 && st.y > j && st.y != st.x) {
+        const T t = B(st.x, tid);
+        B(st.x, tid) = B(st.y, tid);
+        B(st.y, tid) = t;
       }
     }
   }
@@ -1560,7 +1605,7 @@ template <typename D>
 int convert_columns(int64_t n, int* ld_s) {
   *ld_s = static_cast<int>((n - 1) | 1);
   const size_t column = static_cast<size_t>(*ld_s) * sizeof(D);
-  const size_t fixed = 2 * static_cast<size_t>(n) * sizeof(int) + kStaticShared;
+  const size_t fixed = static_cast<size_t>(n) * (sizeof(int2) + sizeof(int)) + kStaticShared;
   if (fixed + column > kConvertSharedBytes) return 0;
   return static_cast<int>(std::min<size_t>(32, (kConvertSharedBytes - fixed) / column));
 }
@@ -1832,33 +1877,34 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
 
 template <typename T>
 cudaError_t ldl_solve_convert(cudaStream_t stream, int64_t count, int64_t n, const T* ld,
-                              const int64_t* ipiv, T* lc, int* perm, int* kind) {
+                              const int64_t* ipiv, T* lc, int* perm, int* kind, int2* step) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   int ld_s = 0;
   const int cols = convert_columns<D>(n, &ld_s);
-  if (n > INT32_MAX || count > INT32_MAX || cols == 0) return cudaErrorInvalidValue;
-  const size_t order_smem = 3 * static_cast<size_t>(n) * sizeof(int);
-  if (cudaError_t err = allow_shared(ldl_pivot_order_kernel, order_smem); err != cudaSuccess) {
-    return err;
+  if (n > kMaxThreads * kStepsPerThread || count > INT32_MAX || cols == 0) {
+    return cudaErrorInvalidValue;
   }
-  ldl_pivot_order_kernel<<<static_cast<unsigned>(count), 256, order_smem, stream>>>(
-      static_cast<int>(n), ipiv, perm, kind);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess || n == 1) return err;
+  ldl_steps_kernel<<<static_cast<unsigned>(count), kMaxThreads, 0, stream>>>(
+      static_cast<int>(n), ipiv, step, kind);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  // Column blocks, then the permutation's block (its n ints where a block's columns go).
   const size_t smem =
-      static_cast<size_t>(ld_s) * cols * sizeof(D) + 2 * static_cast<size_t>(n) * sizeof(int);
+      convert_buffer_bytes(static_cast<int>(n), cols, ld_s, sizeof(D)) + n * sizeof(int2);
   if (cudaError_t err = allow_shared(ldl_convert_kernel<D>, smem); err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>((n - 1 + cols - 1) / cols));
+  const dim3 grid(static_cast<unsigned>(count),
+                  static_cast<unsigned>((n - 1 + cols - 1) / cols + 1));
   ldl_convert_kernel<D><<<grid, kThreads, smem, stream>>>(
-      static_cast<int>(n), cols, ld_s, reinterpret_cast<const D*>(ld), ipiv, kind,
-      reinterpret_cast<D*>(lc));
+      static_cast<int>(n), cols, ld_s, reinterpret_cast<const D*>(ld), step, kind,
+      reinterpret_cast<D*>(lc), perm);
   return cudaGetLastError();
 }
 
 template <typename T>
 bool ldl_solve_convert_fits(int64_t n) {
   int ld_s = 0;
-  return n >= 1 && n <= INT32_MAX && convert_columns<typename device_type<T>::type>(n, &ld_s) > 0;
+  return n >= 1 && n <= kMaxThreads * kStepsPerThread &&
+         convert_columns<typename device_type<T>::type>(n, &ld_s) > 0;
 }
 
 template <typename T>
@@ -1905,7 +1951,7 @@ cudaError_t ldl_solve_diagonal(cudaStream_t stream, int64_t count, int64_t n, in
                                                        int64_t, int64_t, bool, const T*,        \
                                                        const int64_t*, T*, const T*);  \
   template cudaError_t ldl_solve_convert<T>(cudaStream_t, int64_t, int64_t, const T*,            \
-                                            const int64_t*, T*, int*, int*);                     \
+                                            const int64_t*, T*, int*, int*, int2*);              \
   template bool ldl_solve_convert_fits<T>(int64_t);                                              \
   template cudaError_t ldl_solve_permute<T>(cudaStream_t, int64_t, int64_t, int64_t, const int*, \
                                             const T*, T*, bool);                                 \

@@ -100,10 +100,10 @@ cudaError_t sytrs_lower_blocked_backward(cudaStream_t stream, int64_t count, int
 // with cuBLAS TRSMs). ldl_solve_convert: per matrix, perm (n) such that P^T B = B(perm, :), kind
 // (n: 1 a 1x1 step, 2 a 2x2 step's first row, 0 its second) and lc (n x n), ?syconv's unit lower
 // L (strictly lower part written; the interchanges of later steps applied to each column, a 2x2
-// block's subdiagonal zeroed). Pivots as sytrs_lower_batched reads them.
+// block's subdiagonal zeroed); step (n) is its scratch. Pivots as sytrs_lower_batched reads them.
 template <typename T>
 cudaError_t ldl_solve_convert(cudaStream_t stream, int64_t count, int64_t n, const T* ld,
-                              const int64_t* ipiv, T* lc, int* perm, int* kind);
+                              const int64_t* ipiv, T* lc, int* perm, int* kind, int2* step);
 
 // Whether ldl_solve_convert takes n (a column of n elements fits a block's shared memory).
 template <typename T>

@@ -304,16 +304,19 @@ ffi::Error sytrs_trsm(const CallConfig& call, ffi::ScratchAllocator& scratch,
   const size_t lc_bytes = align_up(batch * n * n * sizeof(T));
   const size_t y_bytes = align_up(batch * n * nrhs * sizeof(T));
   const size_t int_bytes = align_up(batch * n * sizeof(int));
-  JCM_ASSIGN_OR_RETURN(std::byte * work,
-                       allocate_scratch(scratch, lc_bytes + y_bytes + 2 * int_bytes, "sytrs"));
+  const size_t step_bytes = align_up(batch * n * sizeof(int2));
+  JCM_ASSIGN_OR_RETURN(
+      std::byte * work,
+      allocate_scratch(scratch, lc_bytes + y_bytes + 2 * int_bytes + step_bytes, "sytrs"));
   T* lc = reinterpret_cast<T*>(work);
   T* y = reinterpret_cast<T*>(work + lc_bytes);
   int* perm = reinterpret_cast<int*>(work + lc_bytes + y_bytes);
   int* kind = reinterpret_cast<int*>(work + lc_bytes + y_bytes + int_bytes);
+  int2* step = reinterpret_cast<int2*>(work + lc_bytes + y_bytes + 2 * int_bytes);
   const T one = scalar_of<T>(1);
   const std::string trsm = routine_name<T>("cublas", "trsm");
   return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
-    JCM_CUDA(ldl_solve_convert(ctx.stream, batch, n, op.ld, op.ipiv, lc, perm, kind));
+    JCM_CUDA(ldl_solve_convert(ctx.stream, batch, n, op.ld, op.ipiv, lc, perm, kind, step));
     JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, op.x, y, /*gather=*/true));
     for (int64_t i = 0; i < batch; ++i) {
       JCM_CUBLAS(trsm, solver_api<T>::trsm(ctx.blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,

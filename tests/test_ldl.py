@@ -737,6 +737,18 @@ def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
     assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
+def _run_in_child(script, **env):
+    """Runs script (which prints 'ok' last) in a child Python from the repository root with the
+    environment variables env added: the kernels' JCM_* settings are read once per process."""
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **env),
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+
+
 @requires_gpu
 def test_blocked_panels_in_global_memory():
     # JCM_LDL_PANEL_SHARED=0 (read once per process, so in a child): every panel in global memory
@@ -763,14 +775,7 @@ def test_blocked_panels_in_global_memory():
         "                                                  f(a[i], lower=1)[1])\n"
         "print('ok')\n"
     )
-    import os
-    import subprocess
-
-    env = dict(os.environ, JCM_LDL_PANEL_SHARED="0")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=root)
-    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+    _run_in_child(script, JCM_LDL_PANEL_SHARED="0")
 
 
 @pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
@@ -858,14 +863,7 @@ def test_blocked_solve_narrow_blocks():
         "            assert err < (1e-2 if single else 1e-9), (dtype, n, kind, err)\n"
         "print('ok')\n"
     )
-    import os
-    import subprocess
-
-    env = dict(os.environ, JCM_LDL_SOLVE_BLOCK="8")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=root)
-    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
+    _run_in_child(script, JCM_LDL_SOLVE_BLOCK="8")
 
 
 @requires_gpu
