@@ -1736,11 +1736,15 @@ cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, i
 template <typename T>
 int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
   using D = typename device_type<T>::type;
-  // A narrower panel means more GEMMs over every matrix's trailing square: up to 16 matrices
-  // a panel of 8 columns in shared memory pays (H100 float64 4x1024 5.57 -> 3.92 ms), at 64 it
-  // costs more than it saves (64x1024 11.3 -> 14.6), where 16 columns still pay (float32
-  // 64x1024 8.66 -> 6.86; s19-ldl-panel-global-a / shared-a).
-  const int64_t narrowest = count <= 16 ? kLdlMinSharedBlock : count <= 64 ? 16 : nb;
+  // A narrower panel means more GEMMs over every matrix's trailing square (their traffic grows
+  // with count n^2 elements, what the panel saves with n): 8 columns pay up to count n elements
+  // of 128 KiB (H100 float64 4x1024 5.57 -> 3.92 ms, float32 16x2048 21.6 -> 19.7), not beyond
+  // (float64 64x1024 11.3 -> 14.6, 16x2048 26.8 -> 29.3); 16 columns up to 512 KiB (float32
+  // 64x1024 8.66 -> 6.86; s19-ldl-panel-global-a / shared-a, the grid of session 19 call 5).
+  const int64_t bytes = count * rows * static_cast<int64_t>(sizeof(D));
+  const int64_t narrowest = bytes <= (int64_t{128} << 10)   ? kLdlMinSharedBlock
+                            : bytes <= (int64_t{512} << 10) ? 16
+                                                            : nb;
   for (int64_t width = nb; width >= narrowest; width /= 2) {
     if (panel_fits_shared<D>(rows, width)) return width;
   }

@@ -54,8 +54,8 @@ inline constexpr int64_t kLdlMinSharedBlock = 8;
 
 // The panel width for a panel whose rows start `rows` above the matrix's end, `count` matrices:
 // nb where its L and W (rows x (nb + 1) each) fit in a block's shared memory, else the widest of
-// nb / 2, nb / 4, ... that fits (down to kLdlMinSharedBlock for a few matrices, less narrow for
-// more: each narrower panel adds a GEMM over every trailing matrix), else nb (the panel then
+// nb / 2, nb / 4, ... that fits (down to kLdlMinSharedBlock for few or small matrices, less
+// narrow for more: each narrower panel adds a GEMM over every trailing matrix), else nb (the panel then
 // runs in global memory, `threads` per matrix; in shared memory the launch picks its own block
 // size).
 template <typename T>
