@@ -1,8 +1,9 @@
 // LDL^T family: Bunch-Kaufman sytrf (legacy 32-bit API) and sytrs (64-bit Xsytrs) as traits for
 // run_looped, and their FFI handlers. cuSOLVER has no batched LDL^T: the batched strategy runs
 // this project's kernels (ldl_kernels.cu, lower triangle; the factor kernel n <= kLdlKernelMaxN),
-// one launch per chunk; the blocked strategy (sytrf, lower) this project's panels with cuBLAS
-// GEMM trailing updates; other calls run cuSOLVER on lanes.
+// one launch per chunk; the blocked strategy (lower) this project's panels with cuBLAS GEMM
+// trailing updates (sytrf) and its blocked solve, or for a few matrices ?sytrs2's route with
+// cuBLAS TRSMs (sytrs); other calls run cuSOLVER on lanes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -24,9 +24,10 @@ STRATEGY_CODES = {"looped": 0, "sequential": 1, "batched": 2, "blocked": 3}
 # strided-batched GEMM trailing updates (ffi/ldl_ops.cc sytrf_blocked); getrf (square only) as
 # this project's ?getf2 panel and ?laswp kernels, trsmBatched and strided-batched GEMM trailing
 # updates (ffi/lu_ops.cc getrf_blocked); sytrs as ?sytrs in blocks of columns, the block's steps
-# in a kernel and strided-batched GEMMs for the rows below (ffi/ldl_ops.cc sytrs_blocked). `auto`
-# takes potrf's and getrf's where a measured table says they win, sytrf's and sytrs's from
-# BLOCKED_MIN_N on.
+# in a kernel and strided-batched GEMMs for the rows below (ffi/ldl_ops.cc sytrs_blocked), or for
+# a few matrices as ?sytrs2 (the factor converted once, cuBLAS TRSMs). `auto` takes potrf's and
+# getrf's where a measured table says they win, sytrf's and sytrs's from BLOCKED_MIN_N on (and
+# sytrs's from BLOCKED_SMALL_BATCH's n for a few matrices).
 BLOCKED_OPS = {"potrf", "sytrf", "getrf", "sytrs"}
 SQUARE_ONLY_BLOCKED = {"getrf"}
 # From this n on the blocked algorithm is the heuristic's choice (any batch, single matrices
