@@ -1542,16 +1542,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// f(idx, item, i) for every element of `count` n x nrhs column-major matrices (idx in the whole
+// array, i its row), by a grid-stride loop.
+template <typename F>
+__device__ inline void for_each_element(int64_t count, int n, int nrhs, F f) {
+  const int64_t per_item = static_cast<int64_t>(n) * nrhs;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    f(idx, idx / per_item, static_cast<int>(idx % n));
+  }
+}
+
 // dst(i, :) = src(perm[i], :) (gather: P^T B) or dst(perm[i], :) = src(i, :) (scatter: P Y), for
 // `count` n x nrhs matrices.
 template <typename T>
 __global__ void ldl_permute_rows_kernel(int64_t count, int n, int nrhs, const int* perm_all,
                                         const T* src, T* dst, bool gather) {
-  const int64_t per_item = static_cast<int64_t>(n) * nrhs;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t item = idx / per_item;
-    const int i = static_cast<int>(idx % n);
+  for_each_element(count, n, nrhs, [&](int64_t idx, int64_t item, int i) {
     const int p = perm_all[item * n + i];
     const int64_t column = idx - i;  // (item, c)'s first element
     if (gather) {
@@ -1559,7 +1566,7 @@ __global__ void ldl_permute_rows_kernel(int64_t count, int n, int nrhs, const in
     } else {
       dst[column + p] = src[idx];
     }
-  }
+  });
 }
 
 // Y := D^-1 Y with D's 1x1 and 2x2 blocks from the factor (?sytrs's arithmetic), a thread per
@@ -1567,13 +1574,9 @@ __global__ void ldl_permute_rows_kernel(int64_t count, int n, int nrhs, const in
 template <typename T>
 __global__ void ldl_diag_solve_kernel(int64_t count, int n, int nrhs, const T* ld_all,
                                       const int* kind_all, T* y) {
-  const int64_t per_item = static_cast<int64_t>(n) * nrhs;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t item = idx / per_item;
-    const int i = static_cast<int>(idx % n);
+  for_each_element(count, n, nrhs, [&](int64_t idx, int64_t item, int i) {
     const int kind = kind_all[item * n + i];
-    if (kind == 0) continue;
+    if (kind == 0) return;
     const T* a = ld_all + item * n * n;
     auto A = [&](int r, int c) { return a[r + static_cast<int64_t>(c) * n]; };
     if (kind == 1) {
@@ -1588,7 +1591,7 @@ __global__ void ldl_diag_solve_kernel(int64_t count, int n, int nrhs, const T* l
       y[idx] = (ak * bkm1 - bk) / denom;
       y[idx + 1] = (akm1 * bk - bkm1) / denom;
     }
-  }
+  });
 }
 
 // Grid of a grid-stride elementwise kernel over `elements`.
