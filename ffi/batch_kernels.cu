@@ -1,5 +1,7 @@
 #include "batch_kernels.h"
 
+#include "kernel_util.cuh"
+
 #include <algorithm>
 
 namespace jcm {
@@ -8,25 +10,19 @@ namespace {
 
 __global__ void fill_pointer_array_kernel(void** ptrs, char* base, int64_t stride_bytes,
                                           int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    ptrs[i] = base + i * stride_bytes;
-  }
+  kernel::grid_stride(count, [&](int64_t i) { ptrs[i] = base + i * stride_bytes; });
 }
 
 __global__ void merge_block_info_kernel(int* info, const int* block_info, int offset,
                                         int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  kernel::grid_stride(count, [&](int64_t i) {
     if (info[i] == 0 && block_info[i] > 0) info[i] = block_info[i] + offset;
-  }
+  });
 }
 
 constexpr int kThreads = 256;
 
-int blocks_for(int64_t count) {
-  return static_cast<int>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1024));
-}
+unsigned blocks_for(int64_t count) { return kernel::grid_stride_blocks(count, kThreads, 1024); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -122,19 +123,26 @@ struct MatrixPlace {
   size_t smem_bytes = 0;  // dynamic shared memory of the launch, scratch included
 };
 
-inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
-                                size_t scratch_bytes) {
-  MatrixPlace place{0, scratch_bytes};
+// The most shared memory a block of the current device may opt in to, or 0 where the query
+// fails (which only means: stay in global memory; no error is left for the next check).
+inline size_t shared_optin_bytes() {
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess) {
-    cudaGetLastError();  // a failed query only means: stay in global memory
-    return place;
+    cudaGetLastError();
+    return 0;
   }
+  return static_cast<size_t>(optin);
+}
+
+inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
+                                size_t scratch_bytes) {
+  MatrixPlace place{0, scratch_bytes};
+  const size_t optin = shared_optin_bytes();
   const int64_t ld = rows | 1;
   const size_t tile = static_cast<size_t>(ld) * static_cast<size_t>(cols) * elem_bytes;
-  if (cols > 0 && scratch_bytes + tile + kStaticShared <= static_cast<size_t>(optin)) {
+  if (cols > 0 && scratch_bytes + tile + kStaticShared <= optin) {
     place.ld_shared = static_cast<int>(ld);
     place.smem_bytes = scratch_bytes + tile;
   }
@@ -322,6 +330,80 @@ __device__ inline void warp_argmax(R& best, int& best_i) {
   }
 }
 
+// warp_argmax's result (the largest best >= 0, ties to the smallest best_i; best = -1: none) on
+// every lane. From sm_80 by the warp's integer max / min reductions, one instruction each, on the
+// magnitudes' bits (their order for non-negative values; none below 0.0): three or four
+// instructions where the shuffles take ten dependent rounds.
+template <typename R>
+__device__ inline void warp_argmax_shuffled(R& best, int& best_i) {
+  warp_argmax(best, best_i);
+  best = __shfl_sync(0xffffffffu, best, 0);
+  best_i = __shfl_sync(0xffffffffu, best_i, 0);
+}
+
+__device__ inline void warp_argmax_all(float& best, int& best_i) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned key = best < 0.0f ? 0u : __float_as_uint(best) + 1u;
+  const unsigned top = __reduce_max_sync(0xffffffffu, key);
+  best_i = static_cast<int>(
+      __reduce_min_sync(0xffffffffu, key == top ? static_cast<unsigned>(best_i) : UINT_MAX));
+  best = top == 0u ? -1.0f : __uint_as_float(top - 1u);
+#else
+  warp_argmax_shuffled(best, best_i);
+#endif
+}
+
+__device__ inline void warp_argmax_all(double& best, int& best_i) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned long long key =
+      best < 0.0 ? 0ull : static_cast<unsigned long long>(__double_as_longlong(best)) + 1ull;
+  const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
+  const unsigned top_hi = __reduce_max_sync(0xffffffffu, hi);
+  const unsigned top_lo = __reduce_max_sync(0xffffffffu, hi == top_hi ? lo : 0u);
+  const bool top = hi == top_hi && lo == top_lo;
+  best_i = static_cast<int>(
+      __reduce_min_sync(0xffffffffu, top ? static_cast<unsigned>(best_i) : UINT_MAX));
+  const unsigned long long top_key = (static_cast<unsigned long long>(top_hi) << 32) | top_lo;
+  best = top_key == 0ull ? -1.0 : __longlong_as_double(static_cast<long long>(top_key - 1ull));
+#else
+  warp_argmax_shuffled(best, best_i);
+#endif
+}
+
+// The largest (value, index) over the block of each thread's (best, best_i), on every thread: the
+// first index on ties, NaN never wins (a thread passes best = -1 for none), an empty block gives
+// value 0 and index `none`. One barrier; red_v / red_i (blockDim.x / 32 slots each) must not be
+// read by an earlier call's warps still (the caller's barriers see to it).
+template <typename R>
+__device__ inline void block_argmax_of(R best, int best_i, R* red_v, int* red_i, int none,
+                                       R* value, int* index) {
+  warp_argmax_all(best, best_i);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) red_v[warp] = best, red_i[warp] = best_i;
+  __syncthreads();
+  const bool slot = lane < static_cast<int>(blockDim.x / 32);
+  best = slot ? red_v[lane] : R(-1);
+  best_i = slot ? red_i[lane] : INT_MAX;
+  warp_argmax_all(best, best_i);
+  *value = best < R(0) ? R(0) : best;
+  *index = best < R(0) ? none : best_i;
+}
+
+// f(i) for every i in [0, count), by a grid-stride loop over the whole grid.
+template <typename F>
+__device__ inline void grid_stride(int64_t count, F f) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    f(i);
+  }
+}
+
+// Blocks of `threads` for a grid-stride loop over `count` items: one per `threads` items, at
+// least one, at most `most`.
+inline unsigned grid_stride_blocks(int64_t count, int threads, int64_t most) {
+  return static_cast<unsigned>(std::clamp<int64_t>((count + threads - 1) / threads, 1, most));
+}
+
 // One slot per warp for block_reduce, shared by all its callers of one type (a static array in
 // block_reduce itself would be one per `op`).
 template <typename R>
@@ -360,20 +442,8 @@ __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, 
     const R v = magnitude(i);
     if (v > best) best = v, best_i = i;  // strictly greater: this thread's first maximum
   }
-  warp_argmax(best, best_i);
   __syncthreads();  // the previous call's readers are done with the shared slots
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_value[warp] = best, warp_index[warp] = best_i;
-  __syncthreads();
-  best = warp_value[0];
-  best_i = warp_index[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
-    R v = warp_value[w];
-    int i = warp_index[w];
-    if (v > best || (v == best && i < best_i)) best = v, best_i = i;
-  }
-  *value = best < 0 ? R(0) : best;
-  *index = best < 0 ? begin : best_i;
+  block_argmax_of(best, best_i, warp_value, warp_index, begin, value, index);
   __syncthreads();
 }
 

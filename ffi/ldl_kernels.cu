@@ -344,6 +344,21 @@ __global__ void __launch_bounds__(32)
   if (lane == 0) info_all[blockIdx.x] = info;
 }
 
+// A panel's steps from its last (column k - 1) back to j0, as ?lasyf's end walks them to leave
+// L as ?sytf2 stores it: undo(r, q, before) for each step, whose interchange of rows r and q
+// (r == q: none) is to be undone in the panel's columns before `before` (the step's first).
+// pivot(j): ipiv's entry of column j (1-based, negative pairs for 2x2 steps).
+template <typename Pivot, typename Undo>
+__device__ inline void undo_panel_interchanges(int k, int j0, Pivot pivot, Undo undo) {
+  for (int j = k; j > j0;) {
+    const int jj = j;
+    int jp = pivot(j - 1);
+    if (jp < 0) jp = -jp, --j;
+    --j;
+    undo(jp - 1, jj - 1, j);
+  }
+}
+
 // Block blockIdx.x's matrix of a panel launch: its a (n x n), w and l (n x (nb + 1)) and pivots.
 template <typename T>
 struct PanelItem {
@@ -489,76 +504,16 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   __syncthreads();
   // L as ?sytf2 stores it: each interchange undone in the panel columns left of its own step.
-  for (int j = k; j > j0;) {
-    const int jj = j;
-    int jp = ipiv[j - 1];
-    if (jp < 0) jp = -jp, --j;
-    --j;
-    if (jp != jj && j > j0) {
-      for (int col = j0 + tid; col < j; col += nthreads) {
-        T t = A(jp - 1, col);
-        A(jp - 1, col) = A(jj - 1, col);
-        A(jj - 1, col) = t;
+  undo_panel_interchanges(k, j0, [&](int j) { return ipiv[j]; }, [&](int r, int q, int before) {
+    if (r != q) {
+      for (int col = j0 + tid; col < before; col += nthreads) {
+        T t = A(r, col);
+        A(r, col) = A(q, col);
+        A(q, col) = t;
       }
     }
     __syncthreads();
-  }
-}
-
-// warp_argmax's result (the largest best >= 0, ties to the smallest best_i; best = -1: none) on
-// every lane. From sm_80 by the warp's integer max / min reductions, one instruction each, on the
-// magnitudes' bits (their order for non-negative values; none below 0.0): three or four
-// instructions where the shuffles take ten dependent rounds.
-__device__ inline void warp_argmax_all(float& best, int& best_i) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned key = best < 0.0f ? 0u : __float_as_uint(best) + 1u;
-  const unsigned top = __reduce_max_sync(0xffffffffu, key);
-  best_i = static_cast<int>(
-      __reduce_min_sync(0xffffffffu, key == top ? static_cast<unsigned>(best_i) : UINT_MAX));
-  best = top == 0u ? -1.0f : __uint_as_float(top - 1u);
-#else
-  warp_argmax(best, best_i);
-  best = __shfl_sync(0xffffffffu, best, 0);
-  best_i = __shfl_sync(0xffffffffu, best_i, 0);
-#endif
-}
-
-__device__ inline void warp_argmax_all(double& best, int& best_i) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned long long key =
-      best < 0.0 ? 0ull : static_cast<unsigned long long>(__double_as_longlong(best)) + 1ull;
-  const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
-  const unsigned top_hi = __reduce_max_sync(0xffffffffu, hi);
-  const unsigned top_lo = __reduce_max_sync(0xffffffffu, hi == top_hi ? lo : 0u);
-  const bool top = hi == top_hi && lo == top_lo;
-  best_i = static_cast<int>(
-      __reduce_min_sync(0xffffffffu, top ? static_cast<unsigned>(best_i) : UINT_MAX));
-  const unsigned long long top_key = (static_cast<unsigned long long>(top_hi) << 32) | top_lo;
-  best = top_key == 0ull ? -1.0 : __longlong_as_double(static_cast<long long>(top_key - 1ull));
-#else
-  warp_argmax(best, best_i);
-  best = __shfl_sync(0xffffffffu, best, 0);
-  best_i = __shfl_sync(0xffffffffu, best_i, 0);
-#endif
-}
-
-// The largest (value, index) over the block of each thread's (best, best_i), on every thread: the
-// first index on ties, NaN never wins (a thread passes best = -1 for none), an empty block gives
-// value 0 and index `none`. One barrier; red_v / red_i (blockDim.x / 32 slots each) must not be
-// read by an earlier call's warps still (the caller's barriers see to it).
-template <typename R>
-__device__ inline void block_argmax_of(R best, int best_i, R* red_v, int* red_i, int none,
-                                       R* value, int* index) {
-  warp_argmax_all(best, best_i);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) red_v[warp] = best, red_i[warp] = best_i;
-  __syncthreads();
-  const bool slot = lane < static_cast<int>(blockDim.x / 32);
-  best = slot ? red_v[lane] : R(-1);
-  best_i = slot ? red_i[lane] : INT_MAX;
-  warp_argmax_all(best, best_i);
-  *value = best < R(0) ? R(0) : best;
-  *index = best < R(0) ? none : best_i;
+  });
 }
 
 // lasyf_lower_kernel's panel with the panel's L and W in shared memory (rows base.. of its
@@ -785,17 +740,14 @@ __global__ void __launch_bounds__(kMaxThreads)
   // L as ?sytf2 stores it: each interchange undone in the panel columns left of its own step,
   // a thread per column (its swaps touch that column only), then the columns out.
   for (int col = tid; col < kb; col += nthreads) {
-    for (int j = k; j > j0;) {
-      const int jj = j;
-      int jp = piv[j - 1 - j0];
-      if (jp < 0) jp = -jp, --j;
-      --j;
-      if (jp != jj && j0 + col < j) {
-        T t = L(jp - 1, col);
-        L(jp - 1, col) = L(jj - 1, col);
-        L(jj - 1, col) = t;
-      }
-    }
+    undo_panel_interchanges(k, j0, [&](int j) { return piv[j - j0]; },
+                            [&](int r, int q, int before) {
+                              if (r != q && j0 + col < before) {
+                                T t = L(r, col);
+                                L(r, col) = L(q, col);
+                                L(q, col) = t;
+                              }
+                            });
   }
   __syncthreads();
   for (int cc = 0; cc < kb; ++cc) {
@@ -1547,10 +1499,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename F>
 __device__ inline void for_each_element(int64_t count, int n, int nrhs, F f) {
   const int64_t per_item = static_cast<int64_t>(n) * nrhs;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       idx < count * per_item; idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    f(idx, idx / per_item, static_cast<int>(idx % n));
-  }
+  grid_stride(count * per_item,
+              [&](int64_t idx) { f(idx, idx / per_item, static_cast<int>(idx % n)); });
 }
 
 // dst(i, :) = src(perm[i], :) (gather: P^T B) or dst(perm[i], :) = src(i, :) (scatter: P Y), for
@@ -1592,11 +1542,6 @@ __global__ void ldl_diag_solve_kernel(int64_t count, int n, int nrhs, const T* l
       y[idx + 1] = (akm1 * bk - bkm1) / denom;
     }
   });
-}
-
-// Grid of a grid-stride elementwise kernel over `elements`.
-inline unsigned elementwise_blocks(int64_t elements) {
-  return static_cast<unsigned>(std::clamp<int64_t>((elements + 255) / 256, 1, 65535));
 }
 
 // Shared memory a conversion block takes at most: two blocks an SM, so that one's walk hides the
@@ -1684,14 +1629,7 @@ bool panel_fits_shared(int64_t rows, int64_t nb) {
     return !(env && std::atoi(env) == 0);
   }();
   if (!enabled || rows > kMaxThreads * kPanelMaxRowsPerThread) return false;
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess) {
-    cudaGetLastError();  // no answer: the global-memory kernel, which needs none
-    return false;
-  }
-  return lasyf_shared_bytes<D>(rows, nb) + kStaticShared <= static_cast<size_t>(optin);
+  return lasyf_shared_bytes<D>(rows, nb) + kStaticShared <= shared_optin_bytes();
 }
 
 template <typename D, int M>
@@ -1921,7 +1859,7 @@ cudaError_t ldl_solve_permute(cudaStream_t stream, int64_t count, int64_t n, int
   const int64_t elements = count * n * nrhs;
   if (elements <= 0) return cudaSuccess;
   if (n > INT32_MAX || nrhs > INT32_MAX) return cudaErrorInvalidValue;
-  ldl_permute_rows_kernel<D><<<elementwise_blocks(elements), 256, 0, stream>>>(
+  ldl_permute_rows_kernel<D><<<grid_stride_blocks(elements, 256, 65535), 256, 0, stream>>>(
       count, static_cast<int>(n), static_cast<int>(nrhs), perm,
       reinterpret_cast<const D*>(src), reinterpret_cast<D*>(dst), gather);
   return cudaGetLastError();
@@ -1934,7 +1872,7 @@ cudaError_t ldl_solve_diagonal(cudaStream_t stream, int64_t count, int64_t n, in
   const int64_t elements = count * n * nrhs;
   if (elements <= 0) return cudaSuccess;
   if (n > INT32_MAX || nrhs > INT32_MAX) return cudaErrorInvalidValue;
-  ldl_diag_solve_kernel<D><<<elementwise_blocks(elements), 256, 0, stream>>>(
+  ldl_diag_solve_kernel<D><<<grid_stride_blocks(elements, 256, 65535), 256, 0, stream>>>(
       count, static_cast<int>(n), static_cast<int>(nrhs), reinterpret_cast<const D*>(ld), kind,
       reinterpret_cast<D*>(y));
   return cudaGetLastError();

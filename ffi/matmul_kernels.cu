@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernel_util.cuh"
 #include "matmul_kernels.h"
 
 namespace jcm {
@@ -38,31 +39,26 @@ template <typename T>
 __global__ void real_epilogue_kernel(T* out, const T* bias, int64_t rows, int64_t cols,
                                      Activation activation) {
   using Acc = typename compute_type<T>::type;
-  const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  kernel::grid_stride(rows * cols, [&](int64_t i) {
     Acc v = static_cast<Acc>(out[i]);
     if (bias != nullptr) v += static_cast<Acc>(bias[i % cols]);
     out[i] = static_cast<T>(activate(v, activation));
-  }
+  });
 }
 
 // Complex results only take a bias (activations are real functions).
 template <typename T>
 __global__ void complex_bias_kernel(T* out, const T* bias, int64_t rows, int64_t cols) {
-  const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  kernel::grid_stride(rows * cols, [&](int64_t i) {
     out[i].x += bias[i % cols].x;
     out[i].y += bias[i % cols].y;
-  }
+  });
 }
 
 template <typename Kernel, typename... Args>
 cudaError_t launch(cudaStream_t stream, int64_t total, Kernel kernel, Args... args) {
   constexpr int kThreads = 256;
-  int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 4096));
-  kernel<<<blocks, kThreads, 0, stream>>>(args...);
+  kernel<<<kernel::grid_stride_blocks(total, kThreads, 4096), kThreads, 0, stream>>>(args...);
   return cudaGetLastError();
 }
 
