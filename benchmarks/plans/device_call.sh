@@ -49,6 +49,21 @@ gpu_tests() {
   echo "tests done at $((SECONDS - t0)) s"
 }
 
+# tests_passed NAME: gpu_tests NAME ran and passed (no failures logged, a pass count).
+tests_passed() {
+  [[ ! -s "$OUT/r/$1/failures.log" ]] && grep -q " passed" "$OUT/r/$1/pytest.log"
+}
+
+# bench_op TAG OP STRATEGIES SHAPES [KILL]: benchmarks.bench of OP (float32 and float64, no
+# PyTorch) against JAX, its table in $OUT/r/bench-TAG.txt, killed after KILL s (default 120) or
+# in time for the call's tar.
+bench_op() {
+  timeout "$(kill_at "${5:-120}")" python3 -m benchmarks.bench --ops "$2" \
+    --dtypes float32,float64 --strategies "$3" --no-torch --tag "$1" --out "$OUT/r" \
+    --shapes "$4" > "$OUT/r/bench-$1.txt" 2>&1
+  echo "bench $1 rc=$? at $((SECONDS - t0)) s"
+}
+
 # tune_until NAME UNTIL TUNE-ARGS...: jax_cusolver_ms.tune (from another folder: the installed
 # package) into the state's cache, which it goes on from (cells there are not measured again),
 # stopping by UNTIL seconds into the call; the cache copied to $OUT/r/NAME/.

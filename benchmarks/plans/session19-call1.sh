@@ -7,7 +7,7 @@
 # threads from 1024 rows on, and 512) and with the global-memory panel (JCM_LDL_PANEL_SHARED=0).
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-150}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no benchmark"; head -80 "$OUT/r/t1/failures.log"
 else
   bench() {  # bench TAG: ldl_factor blocked against JAX

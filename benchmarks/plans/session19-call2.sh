@@ -8,15 +8,10 @@
 # default runs the blocked kernels; ldl_factor blocked where the panel rule changed.
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-150}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no benchmark"; head -80 "$OUT/r/t1/failures.log"
 else
-  bench() {  # bench TAG OP STRATEGIES SHAPES
-    timeout "$(kill_at 120)" python3 -m benchmarks.bench --ops "$2" \
-      --dtypes float32,float64 --strategies "$3" --no-torch --tag "$1" --out "$OUT/r" \
-      --shapes "$4" > "$OUT/r/bench-$1.txt" 2>&1
-    echo "bench $1 rc=$? at $((SECONDS - t0)) s"
-  }
+  bench() { bench_op "$@" 120; }  # bench TAG OP STRATEGIES SHAPES
   bench s19-ldl-solve-trsm-a ldl_solve blocked,batched 1x64,1x128,1x256,1x512,4x256,16x256
   bench s19-ldl-solve-trsm-b ldl_solve blocked 1x1024,1x2048,4x1024,16x1024
   JCM_LDL_SOLVE_TRSM=64 bench s19-ldl-solve-trsm64 ldl_solve blocked 16x256,16x1024,64x256,64x1024

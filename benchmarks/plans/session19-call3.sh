@@ -7,15 +7,10 @@
 # (call 2: float32 1x2048's solve ~2.3 ms by the TRSM route, JAX's 0.4) and one factor.
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-180}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no benchmark"; head -80 "$OUT/r/t1/failures.log"
 else
-  bench() {  # bench TAG OP STRATEGIES SHAPES
-    timeout "$(kill_at 100)" python3 -m benchmarks.bench --ops "$2" \
-      --dtypes float32,float64 --strategies "$3" --no-torch --tag "$1" --out "$OUT/r" \
-      --shapes "$4" > "$OUT/r/bench-$1.txt" 2>&1
-    echo "bench $1 rc=$? at $((SECONDS - t0)) s"
-  }
+  bench() { bench_op "$@" 100; }  # bench TAG OP STRATEGIES SHAPES
   shapes=1x256,1x512,1x1024,1x2048,4x1024,64x1024,256x256
   bench s19-ldl-panel-lw ldl_factor blocked $shapes
   JCM_LDL_PANEL_SHARED=1 bench s19-ldl-panel-l ldl_factor blocked $shapes

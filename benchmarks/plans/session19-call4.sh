@@ -7,15 +7,10 @@
 # alone above; then the shipped table rebuilt with these for the grid of call 5.
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-180}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no benchmark"; head -80 "$OUT/r/t1/failures.log"
 else
-  bench() {  # bench TAG OP STRATEGIES SHAPES
-    timeout "$(kill_at 130)" python3 -m benchmarks.bench --ops "$2" \
-      --dtypes float32,float64 --strategies "$3" --no-torch --tag "$1" --out "$OUT/r" \
-      --shapes "$4" > "$OUT/r/bench-$1.txt" 2>&1
-    echo "bench $1 rc=$? at $((SECONDS - t0)) s"
-  }
+  bench() { bench_op "$@" 130; }  # bench TAG OP STRATEGIES SHAPES
   small=1x128,1x256,4x128,4x256,16x128,16x256,64x128,64x256,256x128,256x256
   bench s19-ldl-factor-a ldl_factor blocked,batched $small
   bench s19-ldl-factor-b ldl_factor blocked 1x512,1x1024,1x2048,4x1024,64x1024

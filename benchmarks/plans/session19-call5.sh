@@ -8,7 +8,7 @@
 # matrices from n = 128).
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-150}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no benchmark"; head -80 "$OUT/r/t1/failures.log"
 else
   for shape in "1 128" "1 2048"; do

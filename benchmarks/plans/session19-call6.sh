@@ -5,12 +5,7 @@
 # columns there), also with 16-column panels (JCM_LDL_BLOCK=16). No code change since call 5:
 # no tests.
 source benchmarks/plans/device_call.sh
-bench() {  # bench TAG OP STRATEGIES SHAPES
-  timeout "$(kill_at 120)" python3 -m benchmarks.bench --ops "$2" \
-    --dtypes float32,float64 --strategies "$3" --no-torch --tag "$1" --out "$OUT/r" \
-    --shapes "$4" > "$OUT/r/bench-$1.txt" 2>&1
-  echo "bench $1 rc=$? at $((SECONDS - t0)) s"
-}
+bench() { bench_op "$@" 120; }  # bench TAG OP STRATEGIES SHAPES
 bench s19-ldl-n64-a ldl_factor blocked,batched 1x64,4x64,16x64,64x64,256x64,4x96
 JCM_LDL_BLOCK=16 bench s19-ldl-n64-nb16 ldl_factor blocked 1x64,4x64,16x64,64x64,256x64,4x96
 bench s19-ldl-solve-n64 ldl_solve blocked,batched 1x64,4x64,64x64

@@ -6,7 +6,7 @@
 # algorithm and the block kernel are equal within noise; BLOCKED_MIN_N stays 128.)
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-150}" t1
-if [[ -s "$OUT/r/t1/failures.log" ]] || ! grep -q " passed" "$OUT/r/t1/pytest.log"; then
+if ! tests_passed t1; then
   echo "tests failed: no grid"; head -80 "$OUT/r/t1/failures.log"
 else
   REDO_OPS=ldl_factor,ldl_solve REDO_MIN_N=2048 DTYPES=float32,float64 NO_TORCH=1 \
