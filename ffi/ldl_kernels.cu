@@ -2,11 +2,16 @@
 
 #include "kernel_util.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace jcm {
 
@@ -359,7 +364,8 @@ __device__ inline void undo_panel_interchanges(int k, int j0, Pivot pivot, Undo 
   }
 }
 
-// Block blockIdx.x's matrix of a panel launch: its a (n x n), w and l (n x (nb + 1)) and pivots.
+// Matrix `item` of a panel launch (block blockIdx.x's where a block takes a matrix): its a
+// (n x n), w and l (n x (nb + 1)) and pivots.
 template <typename T>
 struct PanelItem {
   T* a;
@@ -370,8 +376,7 @@ struct PanelItem {
 
 template <typename T>
 __device__ inline PanelItem<T> panel_item(int n, int nb, T* a_all, T* w_all, T* l_all,
-                                          int* ipiv_all) {
-  const int64_t item = blockIdx.x;
+                                          int* ipiv_all, int64_t item = blockIdx.x) {
   return {a_all + item * n * n, w_all + item * n * (nb + 1), l_all + item * n * (nb + 1),
           ipiv_all + item * n};
 }
@@ -753,6 +758,328 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int cc = 0; cc < kb; ++cc) {
     for (int i = j0 + cc + tid; i < n; i += nthreads) A(i, j0 + cc) = L(i, cc);
   }
+}
+
+// Rows of lasyf_lower_cluster_kernel: the most threads a block, the most blocks a cluster (the
+// portable limit is 8; 16 needs the non-portable attribute, JCM_LDL_PANEL_CLUSTER=16 to measure).
+constexpr int kClusterPanelMaxThreads = 512;
+constexpr int kClusterPanelMaxRanks = 16;
+
+// Where a cluster panel's row lives: block `rank` of the cluster, local row `local` of its L and
+// W. Rows start out round-robin over the cluster's threads, so that every block keeps its share
+// of the live rows as k advances.
+struct ClusterRow {
+  int rank;
+  int local;
+};
+
+// lasyf_lower_shared_kernel's panel over a cluster of blocks (sm_90): the panel's rows spread
+// over the blocks, each holding its rows of L and W in its own shared memory, so that a few
+// matrices' tall panels get the shared memory and bandwidth of several SMs (one SM reads its
+// whole L for each GEMV; float64 L and W of 8 columns at 2048 rows do not even fit one).
+// Interchanges do not move rows: each thread's rows carry labels (their row of the matrix), two
+// rows trade labels, and every block keeps where each label lives (slot_of). A step has two
+// cluster barriers, after the column's argmax and after the candidate row's (each warp pushes
+// its candidate to every block); what a step shares goes the same way: the owners of rows k,
+// k + 1, k + 2 and imax push their entries of the step's columns to every block (slots by the
+// step's parity, so the next step's pushes never meet this one's reads), and W(imax, 0:c) and
+// the next W(k, 0:c) are read from their owner's shared memory (the earlier columns, which no
+// step writes again). Each step's writes to the trailing matrix (global memory) reach the next
+// step's reads through its first cluster barrier: the next columns are read after it. The
+// arithmetic is lasyf_lower_shared_kernel's (LAPACK's pivots); at the end each thread writes
+// its rows of L straight to where ?lasyf's undone interchanges put them.
+template <typename T, int M>
+__global__ void __launch_bounds__(kClusterPanelMaxThreads)
+    lasyf_lower_cluster_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all,
+                               int* progress, int* ipiv_all, int* info_all) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using R = typename real_of<T>::type;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int ranks = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t item = blockIdx.x / ranks;
+  const PanelItem<T> mine = panel_item(n, nb, a_all, w_all, l_all, ipiv_all, item);
+  T *a = mine.a, *w = mine.w, *l = mine.l;
+  const int base = target - nb, rows = n - base;
+  const int tid = threadIdx.x, nthreads = blockDim.x, stride = ranks * nthreads;
+  const int ld = M * nthreads;  // this block's rows of L and W
+  const int warps = nthreads / 32, warp = tid / 32, lane = tid % 32;
+  const int cands = ranks * warps;
+  enum { kK0, kK1, kK10, kK11, kK20, kK21, kR0, kR1, kSlots };
+  T* ls = reinterpret_cast<T*>(dynamic_shared());
+  T* ws = ls + static_cast<int64_t>(ld) * (nb + 1);
+  T* wk = ws + static_cast<int64_t>(ld) * (nb + 1);  // W(k, 0:c), two buffers
+  T* wr = wk + 2 * (nb + 2);                        // W(imax, 0:c)
+  T* slots = wr + (nb + 2);                          // two steps' slots
+  R* cand_v = reinterpret_cast<R*>(slots + 2 * kSlots);  // two steps' two argmaxes
+  int* cand_i = reinterpret_cast<int*>(cand_v + 4 * cands);
+  int* piv = cand_i + 4 * cands;  // this panel's pivots, as ipiv (0-based column)
+  int* slot_of = piv + nb + 2;    // label - base -> the slot holding that row
+  auto L = [&](int m, int cc) -> T& { return ls[m * nthreads + tid + cc * ld]; };
+  auto W = [&](int m, int cc) -> T& { return ws[m * nthreads + tid + cc * ld]; };
+  auto A = [&](int i, int j) -> T& { return a[i + static_cast<int64_t>(j) * n]; };
+  auto remote = [&](auto* p, int q) { return cluster.map_shared_rank(p, q); };
+  auto owner = [&](int label) {
+    const int slot = slot_of[label - base];
+    return ClusterRow{(slot % stride) / nthreads, (slot / stride) * nthreads + slot % nthreads};
+  };
+  const R alpha = R((1.0 + sqrt(17.0)) / 8.0);
+  const int j0 = progress[item];
+  int info = 0;
+  int label[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) label[m] = base + rank * nthreads + tid + m * stride;
+  for (int i = tid; i < rows; i += nthreads) slot_of[i] = i;
+
+  auto gemv = [&](int k, int c, const T* wrow, const T (&from)[M], T (&out)[M]) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) out[m] = from[m];
+    for (int cc = 0; cc < c; ++cc) {
+      const T wv = wrow[cc];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (label[m] >= k && label[m] < n) out[m] -= L(m, cc) * wv;
+      }
+    }
+  };
+  auto load_column = [&](int col, T (&out)[M]) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = label[m];
+      out[m] = i >= col && i < n ? A(i, col) : T(0);
+    }
+  };
+  // The cluster's argmax (the largest best, ties to the smallest index, as block_argmax_of):
+  // each warp's candidate into every block's set, one cluster barrier, each warp reduces.
+  auto cluster_argmax = [&](R best, int best_i, int set, int none, R* value, int* index) {
+    warp_argmax_all(best, best_i);
+    R* set_v = cand_v + set * cands;
+    int* set_i = cand_i + set * cands;
+    if (lane < ranks) {
+      *remote(set_v + rank * warps + warp, lane) = best;
+      *remote(set_i + rank * warps + warp, lane) = best_i;
+    }
+    cluster.sync();
+    best = R(-1);
+    best_i = INT_MAX;
+    for (int e = lane; e < cands; e += 32) {
+      if (set_v[e] > best || (set_v[e] == best && set_i[e] < best_i)) {
+        best = set_v[e], best_i = set_i[e];
+      }
+    }
+    warp_argmax_all(best, best_i);
+    *value = best < R(0) ? R(0) : best;
+    *index = best < R(0) ? none : best_i;
+  };
+
+  int k = j0, cur = 0, parity = 0;
+  T ak[M];  // column k, not yet updated (read during the step before)
+  load_column(k, ak);
+  __syncthreads();  // slot_of
+  while (k < target) {
+    const int c = k - j0;
+    T* x = slots + parity * kSlots;
+    auto push = [&](int slot, T v) {
+      for (int q = 0; q < ranks; ++q) *remote(x + slot, q) = v;
+    };
+    T w0[M], w1[M];
+    R best = -1;
+    int best_i = INT_MAX;
+#pragma unroll
+    for (int m = 0; m < M; ++m) w1[m] = T(0);
+    gemv(k, c, wk + cur * (nb + 2), ak, w0);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = label[m];
+      if (i < k || i >= n) continue;
+      W(m, c) = w0[m];
+      if (i == k) push(kK0, w0[m]);
+      if (i == k + 1) push(kK10, w0[m]);
+      if (i == k + 2) push(kK20, w0[m]);
+      const R v = abs1(w0[m]);
+      if (i > k && v > best) best = v, best_i = i;
+    }
+    R colmax;
+    int imax;
+    cluster_argmax(best, best_i, 2 * parity, k + 1, &colmax, &imax);
+    // The next step's column (k + 1 or k + 2), read now that the last step's writes are in;
+    // what this step's interchange writes there is patched in below.
+    T next1[M], next2[M];
+    load_column(k + 1, next1);
+    load_column(k + 2, next2);
+    const R absakk = abs1(x[kK0]);
+    int kp = k, kstep = 1;
+    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
+    if (zero_column) {
+      if (info == 0) info = k + 1;
+    } else if (!(absakk >= alpha * colmax)) {
+      const ClusterRow at = owner(imax);
+      for (int cc = tid; cc < c; cc += nthreads) wr[cc] = *remote(ws + at.local + cc * ld, at.rank);
+      T from[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const int i = label[m];
+        from[m] = i >= k && i < n ? (i < imax ? A(imax, i) : A(i, imax)) : T(0);
+      }
+      __syncthreads();
+      gemv(k, c, wr, from, w1);
+      best = -1;
+      best_i = INT_MAX;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const int i = label[m];
+        if (i < k || i >= n) continue;
+        W(m, c + 1) = w1[m];
+        if (i == k) push(kK1, w1[m]);
+        if (i == k + 1) push(kK11, w1[m]);
+        if (i == k + 2) push(kK21, w1[m]);
+        if (i == imax) push(kR0, w0[m]), push(kR1, w1[m]);
+        const R v = abs1(w1[m]);
+        if (i != imax && v > best) best = v, best_i = i;
+      }
+      R rowmax;
+      int unused;
+      cluster_argmax(best, best_i, 2 * parity + 1, k, &rowmax, &unused);
+      bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
+                          [&] { return abs1(x[kR1]); }, &kp, &kstep);
+    }
+    const int kk = k + kstep - 1, kn = k + kstep;
+    const bool swap = kp != kk;
+    // The next W(k, 0:c)'s earlier columns: the row labelled kn after this step's trade.
+    const ClusterRow src = owner(swap && kp == kn ? kk : kn);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const int i = label[m];
+      if (i < k || i >= n) continue;
+      if (swap) {
+        // Column kk of the trailing matrix (not yet updated; a 2x2 step's kk = k + 1 read
+        // ahead) moves to kp: A(kp, kp), row kp's entries kk + 1 .. kp - 1, column kp below.
+        const T v = kstep == 1 ? ak[m] : next1[m];
+        if (i == kk) {
+          A(kp, kp) = v;
+          // This row becomes row kp: its entry of the next column is what moved there, column
+          // kk's own entry (which no step has written since this step's first barrier).
+          const T moved = kp == kn ? A(kk, kk) : A(kn, kk);
+          if (kstep == 1) next1[m] = moved;
+          if (kstep == 2) next2[m] = moved;
+        } else if (i > kk && i < kp) {
+          A(kp, i) = v;
+        } else if (i > kp) {
+          A(i, kp) = v;
+          if (kp == kn && kstep == 1) next1[m] = v;
+          if (kp == kn && kstep == 2) next2[m] = v;
+        }
+        label[m] = i == kk ? kp : i == kp ? kk : i;
+      }
+      const int j = label[m];
+      if (zero_column) {
+        L(m, c) = w0[m];
+      } else if (kstep == 1) {
+        if (swap) {
+          // Column imax is the pivot column: the rows keep their own entries of it.
+          w0[m] = w1[m];
+          W(m, c) = w0[m];
+        }
+        const T d = swap ? x[kR1] : x[kK0];
+        L(m, c) = j == k ? d : w0[m] * (T(1) / d);
+      } else {
+        const T akk = x[kK0], ak1k = x[kR0], ak1k1 = x[kR1];
+        const T d11 = ak1k1 / ak1k;
+        const T d22 = akk / ak1k;
+        const T t = T(1) / (d11 * d22 - T(1));
+        const T d21 = t / ak1k;
+        if (j >= k + 2) {
+          L(m, c) = d21 * (d11 * w0[m] - w1[m]);
+          L(m, c + 1) = d21 * (d22 * w1[m] - w0[m]);
+        } else if (j == k) {
+          L(m, c) = akk;
+        } else {
+          L(m, c) = ak1k;
+          L(m, c + 1) = ak1k1;
+        }
+      }
+    }
+    if (kn < target) {
+      // The next W(k, 0:c + kstep): the earlier columns from their owner, this step's from the
+      // slots (the entries of the row labelled kn).
+      T* next_wk = wk + (1 - cur) * (nb + 2);
+      for (int cc = tid; cc < c + kstep; cc += nthreads) {
+        T v;
+        if (cc < c) {
+          v = *remote(ws + src.local + cc * ld, src.rank);
+        } else if (kstep == 1) {
+          v = !swap ? x[kK10] : kp == kn ? x[kK1] : x[kK11];
+        } else if (cc == c) {
+          v = kp == kn ? x[kK10] : x[kK20];
+        } else {
+          v = kp == kn ? x[kK11] : x[kK21];
+        }
+        next_wk[cc] = v;
+      }
+    }
+    if (tid == 0) {
+      if (rank == 0) record_pivot(mine.ipiv, k, kp, kstep, 0);
+      record_pivot(piv - j0, k, kp, kstep, 0);
+    }
+    __syncthreads();  // the next W(k) in; slot_of read for this step
+    if (tid == 0 && swap) {
+      const int t = slot_of[kk - base];
+      slot_of[kk - base] = slot_of[kp - base];
+      slot_of[kp - base] = t;
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) ak[m] = kstep == 1 ? next1[m] : next2[m];
+    k = kn;
+    cur = 1 - cur;
+    parity = 1 - parity;
+  }
+  __syncthreads();  // piv
+
+  // The GEMMs' operands (rows target.., zero outside this panel), and L to A where ?lasyf's end
+  // leaves it: each interchange undone in the panel's columns left of its own step, which moves
+  // row i's entry of column cc to the row the later steps' interchanges take it to.
+  const int kb = k - j0;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int i = label[m];
+    if (i >= n) continue;
+    if (i >= target) {
+      for (int cc = 0; cc <= nb; ++cc) {
+        const bool live = i >= k && cc < kb;
+        l[i + static_cast<int64_t>(cc) * n] = live ? L(m, cc) : T(0);
+        w[i + static_cast<int64_t>(cc) * n] = live ? W(m, cc) : T(0);
+      }
+    }
+    int p = i, col_end = kb;
+    undo_panel_interchanges(k, j0, [&](int j) { return piv[j - j0]; },
+                            [&](int r, int q, int before) {
+                              for (int cc = before - j0; cc < col_end; ++cc) {
+                                if (i >= j0 + cc) A(p, j0 + cc) = L(m, cc);
+                              }
+                              col_end = before - j0;
+                              p = p == r ? q : p == q ? r : p;
+                            });
+  }
+  if (rank == 0 && tid == 0) {
+    progress[item] = k;
+    if (info != 0 && info_all[item] == 0) info_all[item] = info;
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+#endif
+}
+
+// Shared memory of a block of lasyf_lower_cluster_kernel: its L and W (`local` rows x
+// (nb + 1) each), W(k) twice and W(imax), two steps' slots and argmax candidates (a warp of the
+// cluster's each), the panel's pivots and where each of its `rows` rows lives.
+template <typename T>
+size_t lasyf_cluster_shared_bytes(int64_t local, int64_t nb, int64_t ranks, int64_t warps,
+                                  int64_t rows) {
+  using R = typename real_of<T>::type;
+  const size_t cands = static_cast<size_t>(ranks * warps);
+  return (2 * static_cast<size_t>(local) * (nb + 1) + 3 * (nb + 2) + 2 * 8) * sizeof(T) +
+         4 * cands * sizeof(R) +
+         (4 * cands + static_cast<size_t>(nb) + 2 + static_cast<size_t>(rows)) * sizeof(int);
 }
 
 // Shared memory of lasyf_lower_shared_kernel: L and W (rows x (nb + 1) each), the step's slots,
@@ -1614,6 +1941,13 @@ cudaError_t sytf2_lower_tail_batched(cudaStream_t stream, int64_t count, int64_t
                       threads);
 }
 
+// An integer setting from the environment (to measure others), else `fallback`; read once per
+// process by the caller's static.
+inline int64_t env_int(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  return env ? std::atoll(env) : fallback;
+}
+
 // Rows a thread of lasyf_lower_shared_kernel owns at most (three registers of entries each).
 constexpr int64_t kPanelMaxRowsPerThread = 4;
 
@@ -1624,10 +1958,7 @@ constexpr int64_t kPanelMaxRowsPerThread = 4;
 // s19-ldl-panel-shared-a / s19-ldl-panel-lw.)
 template <typename D>
 bool panel_fits_shared(int64_t rows, int64_t nb) {
-  static const bool enabled = [] {
-    const char* env = std::getenv("JCM_LDL_PANEL_SHARED");
-    return !(env && std::atoi(env) == 0);
-  }();
+  static const bool enabled = env_int("JCM_LDL_PANEL_SHARED", 1) != 0;
   if (!enabled || rows > kMaxThreads * kPanelMaxRowsPerThread) return false;
   return lasyf_shared_bytes<D>(rows, nb) + kStaticShared <= shared_optin_bytes();
 }
@@ -1654,8 +1985,7 @@ cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, i
   // JCM_LDL_PANEL_THREADS (with as many rows a thread as that takes), to measure (512 threads
   // from 1024 rows on: float32 1x2048 7.82 -> 8.04 ms; s19-ldl-panel-shared-t512).
   static const int forced = [] {
-    const char* env = std::getenv("JCM_LDL_PANEL_THREADS");
-    const int value = env ? std::atoi(env) : 0;
+    const int value = static_cast<int>(env_int("JCM_LDL_PANEL_THREADS", 0));
     return valid_threads(value) ? value : 0;
   }();
   const int64_t rows = n - (target - nb);
@@ -1674,14 +2004,14 @@ cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, i
                                                         progress, ipiv, info, threads);
 }
 
-template <typename T>
-int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
-  using D = typename device_type<T>::type;
-  // A narrower panel means more GEMMs over every matrix's trailing square (their traffic grows
-  // with count n^2 elements, what the panel saves with n): 8 columns pay up to count n elements
-  // of 128 KiB (H100 float64 4x1024 5.57 -> 3.92 ms, float32 16x2048 21.6 -> 19.7), not beyond
-  // (float64 64x1024 11.3 -> 14.6, 16x2048 26.8 -> 29.3); 16 columns up to 512 KiB (float32
-  // 64x1024 8.66 -> 6.86; s19-ldl-panel-global-a / shared-a, the grid of session 19 call 5).
+// The widest of nb, nb / 2, ... whose one-block panel (L and W) fits in shared memory, or 0.
+// A narrower panel means more GEMMs over every matrix's trailing square (their traffic grows
+// with count n^2 elements, what the panel saves with n): 8 columns pay up to count n elements
+// of 128 KiB (H100 float64 4x1024 5.57 -> 3.92 ms, float32 16x2048 21.6 -> 19.7), not beyond
+// (float64 64x1024 11.3 -> 14.6, 16x2048 26.8 -> 29.3); 16 columns up to 512 KiB (float32
+// 64x1024 8.66 -> 6.86; s19-ldl-panel-global-a / shared-a, the grid of session 19 call 5).
+template <typename D>
+int64_t one_block_width(int64_t rows, int64_t nb, int64_t count) {
   const int64_t bytes = count * rows * static_cast<int64_t>(sizeof(D));
   const int64_t narrowest = bytes <= (int64_t{128} << 10)   ? kLdlMinSharedBlock
                             : bytes <= (int64_t{512} << 10) ? 16
@@ -1689,7 +2019,150 @@ int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
   for (int64_t width = nb; width >= narrowest; width /= 2) {
     if (panel_fits_shared<D>(rows, width)) return width;
   }
-  return nb;
+  return 0;
+}
+
+// A panel's launch over a cluster of blocks (lasyf_lower_cluster_kernel): `ranks` blocks a
+// matrix (0: not on a cluster), `threads` each, `per_thread` rows a thread.
+struct ClusterPanel {
+  int ranks = 0;
+  int threads = 0;
+  int per_thread = 0;
+  size_t smem = 0;
+};
+
+template <typename D, int M>
+cudaError_t prepare_cluster_kernel(const ClusterPanel& shape) {
+  auto kernel = lasyf_lower_cluster_kernel<D, M>;
+  if (cudaError_t err = allow_shared(kernel, shape.smem); err != cudaSuccess) return err;
+  if (shape.ranks > 8) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  return cudaSuccess;
+}
+
+template <typename D, int M>
+cudaLaunchConfig_t cluster_config(const ClusterPanel& shape, int64_t count, cudaStream_t stream,
+                                  cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(count * shape.ranks));
+  config.blockDim = dim3(static_cast<unsigned>(shape.threads));
+  config.dynamicSmemBytes = shape.smem;
+  config.stream = stream;
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(shape.ranks);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
+// Whether the device runs a cluster of this shape at all (shared memory per SM, cluster size),
+// asked once per shape.
+template <typename D, int M>
+bool cluster_fits(const ClusterPanel& shape) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, size_t>, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(shape.ranks * 10000 + shape.threads, shape.smem);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int clusters = 0;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = cluster_config<D, M>(shape, 1, nullptr, &attribute);
+  const bool fits = prepare_cluster_kernel<D, M>(shape) == cudaSuccess &&
+                    cudaOccupancyMaxActiveClusters(&clusters, lasyf_lower_cluster_kernel<D, M>,
+                                                   &config) == cudaSuccess &&
+                    clusters > 0;
+  cudaGetLastError();
+  known[key] = fits;
+  return fits;
+}
+
+// The cluster a panel over `rows` rows of `count` matrices runs on, where it runs on one: up to
+// JCM_LDL_PANEL_CLUSTER_COUNT matrices (default 4) whose one-block panel would be narrower than
+// 16 columns or not fit at all (JCM_LDL_PANEL_CLUSTER_MIN_ROWS: from that many rows instead, to
+// measure and test), blocks of JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as
+// many as the rows take up to JCM_LDL_PANEL_CLUSTER blocks (default 8, the portable size; 0:
+// never), two or four rows a thread beyond that. sm_90 and later. (H100, the whole
+// factorization: float32 1x2048 6.79 -> 6.46 ms, float64 1x2048 10.8 -> 7.76 and 6.96 with
+// clusters also for 8 columns, 4x2048 16.1 -> 10.1; where 16 or 32 columns fit one block, its
+// steps are shorter: float32 1x1024 2.35 vs 2.98 on clusters; s20-ldl-cluster2-*.)
+template <typename D>
+ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
+  static const int max_ranks = static_cast<int>(
+      std::min<int64_t>(kClusterPanelMaxRanks, env_int("JCM_LDL_PANEL_CLUSTER", 8)));
+  static const int64_t min_rows = env_int("JCM_LDL_PANEL_CLUSTER_MIN_ROWS", -1);
+  static const int64_t max_count = env_int("JCM_LDL_PANEL_CLUSTER_COUNT", 4);
+  static const int threads = [] {
+    const int value = static_cast<int>(env_int("JCM_LDL_PANEL_CLUSTER_THREADS", 256));
+    return valid_threads(value) && value <= kClusterPanelMaxThreads ? value : 256;
+  }();
+  static const bool has_clusters = [] {
+    int device = 0, major = 0;
+    const bool ok = cudaGetDevice(&device) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                        cudaSuccess;
+    cudaGetLastError();
+    return ok && major >= 9;
+  }();
+  ClusterPanel shape;
+  if (!has_clusters || max_ranks < 2 || count > max_count) return shape;
+  if (min_rows >= 0 ? rows < min_rows
+                    : one_block_width<D>(rows, nb, count) >= std::min<int64_t>(16, nb)) {
+    return shape;
+  }
+  for (int per_thread : {1, 2, 4}) {
+    const int64_t ranks = (rows + int64_t{threads} * per_thread - 1) / (threads * per_thread);
+    if (ranks > max_ranks) continue;
+    if (ranks < 2) return shape;
+    shape = {static_cast<int>(ranks), threads, per_thread,
+             lasyf_cluster_shared_bytes<D>(int64_t{per_thread} * threads, nb, ranks,
+                                           threads / 32, rows)};
+    const bool fits =
+        shape.smem + kStaticShared <= shared_optin_bytes() &&
+        (per_thread == 1   ? cluster_fits<D, 1>(shape)
+         : per_thread == 2 ? cluster_fits<D, 2>(shape)
+                           : cluster_fits<D, 4>(shape));
+    return fits ? shape : ClusterPanel{};
+  }
+  return shape;
+}
+
+template <typename D, int M>
+cudaError_t launch_lasyf_cluster(cudaStream_t stream, const ClusterPanel& shape, int64_t count,
+                                 int64_t n, int64_t nb, int64_t target, D* a, D* w, D* l,
+                                 int* progress, int* ipiv, int* info) {
+  if (cudaError_t err = prepare_cluster_kernel<D, M>(shape); err != cudaSuccess) return err;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = cluster_config<D, M>(shape, count, stream, &attribute);
+  return cudaLaunchKernelEx(&config, lasyf_lower_cluster_kernel<D, M>, static_cast<int>(n),
+                            static_cast<int>(nb), static_cast<int>(target), a, w, l, progress,
+                            ipiv, info);
+}
+
+template <typename D>
+cudaError_t launch_lasyf_cluster(cudaStream_t stream, const ClusterPanel& shape, int64_t count,
+                                 int64_t n, int64_t nb, int64_t target, D* a, D* w, D* l,
+                                 int* progress, int* ipiv, int* info) {
+  if (shape.per_thread == 1) {
+    return launch_lasyf_cluster<D, 1>(stream, shape, count, n, nb, target, a, w, l, progress,
+                                      ipiv, info);
+  }
+  if (shape.per_thread == 2) {
+    return launch_lasyf_cluster<D, 2>(stream, shape, count, n, nb, target, a, w, l, progress,
+                                      ipiv, info);
+  }
+  return launch_lasyf_cluster<D, 4>(stream, shape, count, n, nb, target, a, w, l, progress, ipiv,
+                                    info);
+}
+
+template <typename T>
+int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
+  using D = typename device_type<T>::type;
+  if (cluster_panel_shape<D>(rows, nb, count).ranks > 0) return nb;
+  const int64_t width = one_block_width<D>(rows, nb, count);
+  return width > 0 ? width : nb;
 }
 
 template <typename T>
@@ -1705,6 +2178,11 @@ cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   D* ad = reinterpret_cast<D*>(a);
   D* wd = reinterpret_cast<D*>(w);
   D* ldd = reinterpret_cast<D*>(l);
+  if (const ClusterPanel shape = cluster_panel_shape<D>(n - (target - nb), nb, count);
+      shape.ranks > 0) {
+    return launch_lasyf_cluster<D>(stream, shape, count, n, nb, target, ad, wd, ldd, progress,
+                                   ipiv, info);
+  }
   if (panel_fits_shared<D>(n - (target - nb), nb)) {
     return launch_lasyf_shared<D>(stream, count, n, nb, target, ad, wd, ldd, progress, ipiv, info);
   }
@@ -1736,10 +2214,7 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   const size_t factor_bytes = static_cast<size_t>(packed_lower_size(n)) * sizeof(D);
   const size_t smem = place.smem_bytes + factor_bytes + static_cast<size_t>(n) * sizeof(int);
   // JCM_LDL_SOLVE_SHARED_FACTOR=0 keeps it in global memory, to measure.
-  static const bool factor_shared = [] {
-    const char* env = std::getenv("JCM_LDL_SOLVE_SHARED_FACTOR");
-    return !(env && std::atoi(env) == 0);
-  }();
+  static const bool factor_shared = env_int("JCM_LDL_SOLVE_SHARED_FACTOR", 1) != 0;
   if (factor_shared && n <= 32 * kSolveWarpMaxRows &&
       factor_bytes + kStaticShared <= kSolveFactorSharedBytes) {
     auto launch = [&](auto kernel) {

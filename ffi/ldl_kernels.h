@@ -43,7 +43,8 @@ cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T
 // 2x2 pivot straddles it, target + 1 (progress[i] is updated); pivots and info (kept where
 // already set) in the whole matrix's numbering. w and l (count x n x (nb + 1) each) receive the
 // trailing update's operands: A(target:, target:) -= L W^T over the lower triangle. The panel's
-// L and W sit in shared memory where they fit (see lasyf_panel_width), else in w and l (L2).
+// L and W sit in shared memory where they fit (see lasyf_panel_width: one block's, or a
+// cluster's), else in w and l (L2).
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
@@ -55,9 +56,11 @@ inline constexpr int64_t kLdlMinSharedBlock = 8;
 // The panel width for a panel whose rows start `rows` above the matrix's end, `count` matrices:
 // nb where its L and W (rows x (nb + 1) each) fit in a block's shared memory, else the widest of
 // nb / 2, nb / 4, ... that fits (down to kLdlMinSharedBlock for few or small matrices, less
-// narrow for more: each narrower panel adds a GEMM over every trailing matrix), else nb (the panel then
-// runs in global memory, `threads` per matrix; in shared memory the launch picks its own block
-// size).
+// narrow for more: each narrower panel adds a GEMM over every trailing matrix); nb where that
+// would be narrower than 16 columns (or nothing fits) and the panel runs on a cluster of blocks
+// (sm_90, up to 4 matrices: its rows spread over several SMs' shared memory); else nb (the panel
+// then runs in global memory, `threads` per matrix; in shared memory the launch picks its own
+// block size).
 template <typename T>
 int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count);
 

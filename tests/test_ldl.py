@@ -778,6 +778,78 @@ def test_blocked_panels_in_global_memory():
     _run_in_child(script, JCM_LDL_PANEL_SHARED="0")
 
 
+# The cluster panel's settings that put small panels on clusters of every shape: a thread per row
+# over up to 8 blocks of 32, two or four rows a thread on 2 blocks, 16 blocks (non-portable).
+CLUSTER_SHAPES = {
+    "ranks8": dict(JCM_LDL_PANEL_CLUSTER="8", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
+    "rows4": dict(JCM_LDL_PANEL_CLUSTER="2", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
+    "ranks16": dict(JCM_LDL_PANEL_CLUSTER="16", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("shape", sorted(CLUSTER_SHAPES))
+def test_blocked_panels_on_clusters(tmp_path, shape):
+    # Every panel of these small matrices on a cluster of blocks (lasyf_lower_cluster_kernel,
+    # which the default keeps for a few matrices' tall panels), in a child (the settings are read
+    # once per process): a factor that reconstructs A; in float64 / complex128 the pivots of the
+    # one-block panel here and its factor to rounding (the same arithmetic, which float32's
+    # rounding may steer to other pivots), LAPACK's pivots where it blocks alike; 2x2 pivots
+    # across panel ends, interchanges with the next rows, a zero column (info kept), NaN in, NaN
+    # out.
+    out = tmp_path / "cluster.npz"
+    script = (
+        "import sys, numpy as np, jax\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from test_ldl import cluster_cases\n"
+        "from jax_cusolver_ms import ldl_factor\n"
+        "got = {}\n"
+        "for key, a in cluster_cases().items():\n"
+        "    ld, piv = ldl_factor(a, strategy='blocked')\n"
+        "    got[key + '/ld'], got[key + '/piv'] = np.asarray(ld), np.asarray(piv)\n"
+        f"np.savez({str(out)!r}, **got)\n"
+        "print('ok')\n"
+    )
+    _run_in_child(script, JCM_LDL_PANEL_CLUSTER_MIN_ROWS="1", **CLUSTER_SHAPES[shape])
+    got = np.load(out)
+    for key, a in cluster_cases().items():
+        dtype, n = a.dtype, a.shape[-1]
+        ld, piv = ldl_factor(a, strategy="blocked")
+        if key.endswith("/nan"):
+            assert np.isnan(got[key + "/ld"]).any(), key
+            continue
+        if dtype in (np.float64, np.complex128):
+            np.testing.assert_array_equal(got[key + "/piv"], np.asarray(piv), err_msg=key)
+            assert rel_err(got[key + "/ld"], np.asarray(ld)) <= 10 * rtol_for(dtype, n), key
+        check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
+        if key.endswith("/zero"):
+            assert np.all(got[key + "/piv"][:, 37] == 38), key
+        if n <= 65 and dtype in (np.float64, np.complex128):
+            f = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=dtype)[0]
+            for i in range(a.shape[0]):
+                np.testing.assert_array_equal(got[key + "/piv"][i], f(a[i], lower=1)[1])
+
+
+def cluster_cases():
+    """test_blocked_panels_on_clusters' matrices (1 to 3 of each, a cluster panel's counts)."""
+    rng = np.random.default_rng(7)
+    cases = {}
+    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+        for n, batch in ((65, 3), (97, 1), (130, 2), (257, 1), (300, 2)):
+            for kind in ("indefinite", "zero_diagonal", "banded"):
+                a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
+                cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a
+        a = symmetric(rng, (2, 160, 160), dtype) + 4 * 160 * np.eye(160)
+        a[1, 37, :] = a[1, :, 37] = 0
+        a[0, 37, :] = a[0, :, 37] = 0
+        cases[f"{np.dtype(dtype).name}/160/zero"] = a.astype(dtype)
+        a = symmetric(rng, (1, 130, 130), dtype).astype(dtype)
+        a[0, 90, 20] = np.nan
+        cases[f"{np.dtype(dtype).name}/130/nan"] = a
+    return cases
+
+
 @pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
 def test_blocked_zero_column(rng, zero):
     # A zero column in the first panel or a later one: D(k, k) = 0, no interchange, info kept
