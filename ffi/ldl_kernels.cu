@@ -29,6 +29,45 @@ __device__ inline void record_pivot(int* ipiv, int k, int kp, int kstep, int bas
   }
 }
 
+// A 2x2 pivot's multipliers (LAPACK ?sytf2 / ?lasyf), D = [akk ak1k; ak1k ak1k1]: row i's
+// entries of L's two columns, first(x, y) and second(x, y), from its entries x, y of the two
+// columns before scaling (W's). Every kernel computes them with these expressions, so the same
+// bits.
+template <typename T>
+struct TwoByTwoPivot {
+  T akk, ak1k, ak1k1, d11, d22, d21;
+  __device__ TwoByTwoPivot(T akk, T ak1k, T ak1k1)
+      : akk(akk), ak1k(ak1k), ak1k1(ak1k1), d11(ak1k1 / ak1k), d22(akk / ak1k) {
+    const T t = T(1) / (d11 * d22 - T(1));
+    d21 = t / ak1k;
+  }
+  __device__ T first(T x, T y) const { return d21 * (d11 * x - y); }
+  __device__ T second(T x, T y) const { return d21 * (d22 * y - x); }
+  // Row i's entries of the step's two columns of L as ?lasyf stores them (rows k, k + 1: D's),
+  // through put0 / put1 (row k has none in the second column).
+  template <typename Put0, typename Put1>
+  __device__ void row_of_l(int i, int k, T x, T y, Put0 put0, Put1 put1) const {
+    if (i >= k + 2) {
+      put0(first(x, y));
+      put1(second(x, y));
+    } else if (i == k) {
+      put0(akk);
+    } else {
+      put0(ak1k);
+      put1(ak1k1);
+    }
+  }
+};
+
+// ?sytf2's column with nothing to pivot on (its diagonal and below all zero, or a NaN diagonal):
+// no interchange, D(k, k) as it is, info = k + 1 (1-based) unless already set.
+template <typename R>
+__device__ inline bool nothing_to_pivot(R absakk, R colmax, int k, int* info) {
+  const bool zero = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
+  if (zero && *info == 0) *info = k + 1;
+  return zero;
+}
+
 // Bunch-Kaufman's choice (LAPACK ?sytf2) once the diagonal failed |A(k, k)| >= alpha colmax and
 // rowmax is known: kp, and kstep 2 for a 2x2 pivot. abs_diag() is |A(imax, imax)|, read only
 // where the choice needs it.
@@ -104,10 +143,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     next_known = false;
     const R absakk = abs1(A(k, k));
     int kp = k, kstep = 1;
-    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
-    if (zero_column) {
-      if (info == 0) info = k + 1;
-    } else if (!(absakk >= alpha * colmax)) {
+    const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
+    if (!zero_column && !(absakk >= alpha * colmax)) {
       // Row imax of the trailing matrix but its diagonal: A(imax, k:imax), A(imax+1:n, imax).
       R rowmax;
       int unused;
@@ -161,14 +198,10 @@ __global__ void __launch_bounds__(kMaxThreads)
       } else if (kstep == 2 && k + 2 < n) {
         // ?sytf2's 2x2 step: the multipliers W = A(k+2:n, k:k+2) D^-1 from the old columns,
         // then A(k+2:n, k+2:n) -= A(:, k:k+2) W^T, then the columns become W.
-        T d21 = A(k + 1, k);
-        const T d11 = A(k + 1, k + 1) / d21;
-        const T d22 = A(k, k) / d21;
-        const T t = T(1) / (d11 * d22 - T(1));
-        d21 = t / d21;
+        const TwoByTwoPivot<T> d(A(k, k), A(k + 1, k), A(k + 1, k + 1));
         for (int j = k + 2 + tid; j < n; j += nthreads) {
-          w[j] = d21 * (d11 * A(j, k) - A(j, k + 1));
-          w[m_max + j] = d21 * (d22 * A(j, k + 1) - A(j, k));
+          w[j] = d.first(A(j, k), A(j, k + 1));
+          w[m_max + j] = d.second(A(j, k), A(j, k + 1));
         }
         __syncthreads();
         for (int j = k + 2 + warp; j < n; j += nwarps) {
@@ -272,10 +305,8 @@ __global__ void __launch_bounds__(32)
     largest(label > k && label < n, abs1(x), k + 1, &colmax, &imax);
     const R absakk = abs1(shfl_idx(x, p));
     int kp = k, kstep = 1;
-    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
-    if (zero_column) {
-      if (info == 0) info = k + 1;
-    } else if (!(absakk >= alpha * colmax)) {
+    const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
+    if (!zero_column && !(absakk >= alpha * colmax)) {
       // Row imax of the trailing matrix but its diagonal: each lane's entry in column imax.
       const int q = lane_of(imax);
       const T xq = entry(q);
@@ -323,18 +354,14 @@ __global__ void __launch_bounds__(32)
       if (k + 2 < n) {
         // ?sytf2's 2x2 step (sytrf_lower_kernel's expressions): W from the old columns, then
         // A(i, j) - A(i, k) W(j, 0) - A(i, k + 1) W(j, 1) on the lower copy.
-        T d21 = ak1k;
-        const T d11 = ak1k1 / d21;
-        const T d22 = akk / d21;
-        const T t = T(1) / (d11 * d22 - T(1));
-        d21 = t / d21;
+        const TwoByTwoPivot<T> d(akk, ak1k, ak1k1);
         const bool live = label >= k + 2 && label < n;
-        const T w0 = d21 * (d11 * x0 - y0), w1 = d21 * (d22 * y0 - x0);
+        const T w0 = d.first(x0, y0), w1 = d.second(x0, y0);
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           const T xj = shfl_idx(x0, j), yj = shfl_idx(y0, j);
           // Lane j's w0, w1 from its x0, y0: the same expressions, so the same bits.
-          const T w0j = d21 * (d11 * xj - yj), w1j = d21 * (d22 * yj - xj);
+          const T w0j = d.first(xj, yj), w1j = d.second(xj, yj);
           const int label_j = labels[j];
           if (live && label_j >= k + 2 && label_j < n) {
             row[j] = label_j <= label ? row[j] - x0 * w0j - y0 * w1j : row[j] - xj * w0 - yj * w1;
@@ -430,10 +457,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     const R absakk = abs1(W(k, c));
     int kp = k, kstep = 1;
     bool swap = false;
-    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
-    if (zero_column) {
-      if (info == 0) info = k + 1;
-    } else if (!(absakk >= alpha * colmax)) {
+    const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
+    if (!zero_column && !(absakk >= alpha * colmax)) {
       // Row imax of the up-to-date trailing matrix, into W(:, c + 1).
       panel_gemv(k, c + 1, imax, [&](int i) { return i < imax ? A(imax, i) : A(i, imax); });
       R rowmax;
@@ -478,13 +503,10 @@ __global__ void __launch_bounds__(kMaxThreads)
         for (int i = k + tid; i < n; i += nthreads) A(i, k) = i == k ? d : W(i, c) * r1;
       } else {
         const T akk = W(k, c), ak1k = W(k + 1, c), ak1k1 = W(k + 1, c + 1);
-        const T d11 = ak1k1 / ak1k;
-        const T d22 = akk / ak1k;
-        const T t = T(1) / (d11 * d22 - T(1));
-        const T d21 = t / ak1k;
+        const TwoByTwoPivot<T> d(akk, ak1k, ak1k1);
         for (int i = k + 2 + tid; i < n; i += nthreads) {
-          A(i, k) = d21 * (d11 * W(i, c) - W(i, c + 1));
-          A(i, k + 1) = d21 * (d22 * W(i, c + 1) - W(i, c));
+          A(i, k) = d.first(W(i, c), W(i, c + 1));
+          A(i, k + 1) = d.second(W(i, c), W(i, c + 1));
         }
         if (tid == 0) A(k, k) = akk, A(k + 1, k) = ak1k, A(k + 1, k + 1) = ak1k1;
       }
@@ -613,10 +635,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     block_argmax_of(best, best_i, red_v, red_i, k + 1, &colmax, &imax);
     const R absakk = abs1(x[kK0]);
     int kp = k, kstep = 1;
-    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
-    if (zero_column) {
-      if (info == 0) info = k + 1;
-    } else if (!(absakk >= alpha * colmax)) {
+    const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
+    if (!zero_column && !(absakk >= alpha * colmax)) {
       // Row imax of the up-to-date trailing matrix, as W(:, c + 1).
       T from[M];
 #pragma unroll
@@ -699,20 +719,9 @@ __global__ void __launch_bounds__(kMaxThreads)
           W(i, c) = w0[m];
           W(i, c + 1) = w1[m];
         }
-        const T akk = x[kK0], ak1k = x[kR0], ak1k1 = x[kR1];
-        const T d11 = ak1k1 / ak1k;
-        const T d22 = akk / ak1k;
-        const T t = T(1) / (d11 * d22 - T(1));
-        const T d21 = t / ak1k;
-        if (i >= k + 2) {
-          L(i, c) = d21 * (d11 * w0[m] - w1[m]);
-          L(i, c + 1) = d21 * (d22 * w1[m] - w0[m]);
-        } else if (i == k) {
-          L(k, c) = akk;
-        } else {
-          L(k + 1, c) = ak1k;
-          L(k + 1, c + 1) = ak1k1;
-        }
+        TwoByTwoPivot<T>(x[kK0], x[kR0], x[kR1])
+            .row_of_l(i, k, w0[m], w1[m], [&](T v) { L(i, c) = v; },
+                      [&](T v) { L(i, c + 1) = v; });
       }
     }
     if (tid == 0) {
@@ -910,10 +919,8 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     load_column(k + 2, next2);
     const R absakk = abs1(x[kK0]);
     int kp = k, kstep = 1;
-    const bool zero_column = (absakk == R(0) && colmax == R(0)) || isnan(absakk);
-    if (zero_column) {
-      if (info == 0) info = k + 1;
-    } else if (!(absakk >= alpha * colmax)) {
+    const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
+    if (!zero_column && !(absakk >= alpha * colmax)) {
       const ClusterRow at = owner(imax);
       for (int cc = tid; cc < c; cc += nthreads) wr[cc] = *remote(ws + at.local + cc * ld, at.rank);
       T from[M];
@@ -984,20 +991,9 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
         const T d = swap ? x[kR1] : x[kK0];
         L(m, c) = j == k ? d : w0[m] * (T(1) / d);
       } else {
-        const T akk = x[kK0], ak1k = x[kR0], ak1k1 = x[kR1];
-        const T d11 = ak1k1 / ak1k;
-        const T d22 = akk / ak1k;
-        const T t = T(1) / (d11 * d22 - T(1));
-        const T d21 = t / ak1k;
-        if (j >= k + 2) {
-          L(m, c) = d21 * (d11 * w0[m] - w1[m]);
-          L(m, c + 1) = d21 * (d22 * w1[m] - w0[m]);
-        } else if (j == k) {
-          L(m, c) = akk;
-        } else {
-          L(m, c) = ak1k;
-          L(m, c + 1) = ak1k1;
-        }
+        TwoByTwoPivot<T>(x[kK0], x[kR0], x[kR1])
+            .row_of_l(j, k, w0[m], w1[m], [&](T v) { L(m, c) = v; },
+                      [&](T v) { L(m, c + 1) = v; });
       }
     }
     if (kn < target) {
