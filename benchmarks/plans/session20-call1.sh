@@ -6,6 +6,8 @@
 # small matrices on clusters of 2..16 blocks, 1..4 rows a thread); then ldl_factor blocked
 # against JAX: the default (clusters), JCM_LDL_PANEL_CLUSTER=0 (session 19's one-block panel),
 # 128-thread blocks, 16-block clusters of 128.
+# (It ran the kernel's first version, never committed: three cluster barriers a step and rows
+# moved between blocks through swap buffers; call 2 ran the committed one, rows trading labels.)
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-240}" t1
 tests_passed t1 || { echo "tests failed (benchmarks still run)"; head -60 "$OUT/r/t1/failures.log"; }
