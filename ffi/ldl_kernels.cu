@@ -2078,12 +2078,14 @@ bool cluster_fits(const ClusterPanel& shape) {
 // The cluster a panel over `rows` rows of `count` matrices runs on, where it runs on one: up to
 // JCM_LDL_PANEL_CLUSTER_COUNT matrices (default 4) whose one-block panel would be narrower than
 // 16 columns or not fit at all (JCM_LDL_PANEL_CLUSTER_MIN_ROWS: from that many rows instead, to
-// measure and test), blocks of JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as
+// measure and test; a panel too wide for such a cluster then runs on it at the one-block width),
+// blocks of JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as
 // many as the rows take up to JCM_LDL_PANEL_CLUSTER blocks (default 8, the portable size; 0:
 // never), two or four rows a thread beyond that. sm_90 and later. (H100, the whole
 // factorization: float32 1x2048 6.79 -> 6.46 ms, float64 1x2048 10.8 -> 7.76 and 6.96 with
 // clusters also for 8 columns, 4x2048 16.1 -> 10.1; where 16 or 32 columns fit one block, its
-// steps are shorter: float32 1x1024 2.35 vs 2.98 on clusters; s20-ldl-cluster2-*.)
+// steps are shorter: float32 1x1024 2.35 vs 2.98 on 4 blocks of 256, 2.93 on 2 of 512;
+// s20-ldl-cluster2-*, s20-ldl-c6-*.)
 template <typename D>
 ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
   static const int max_ranks = static_cast<int>(
