@@ -151,12 +151,13 @@ def _stale(cell: dict, args, bench_args) -> bool:
     or lane count for it (a new table, or new rules: its time is no longer auto's), or, with
     --redo-below R, when its speed-up over JAX was under R, or with --redo-ops, when its op is
     one of those (a change the plan does not show, e.g. ldl_solve's solve under its factor's),
-    between --redo-min-n and --redo-max-n if given."""
+    between --redo-min-n and --redo-max-n and at --redo-batches if given."""
     if cell.get("status") == "error":
         return True
     if (cell["op"] in (getattr(args, "redo_ops", None) or ())
             and cell["n"] <= (getattr(args, "redo_max_n", None) or cell["n"])
-            and cell["n"] >= (getattr(args, "redo_min_n", None) or cell["n"])):
+            and cell["n"] >= (getattr(args, "redo_min_n", None) or cell["n"])
+            and cell["batch"] in (getattr(args, "redo_batches", None) or (cell["batch"],))):
         return True
     redo_below = getattr(args, "redo_below", None)
     speedup = _speedup(cell)
@@ -435,6 +436,8 @@ def parse_args(argv=None):
                    help="with --redo-ops: only their cells up to this n (e.g. a new kernel's)")
     p.add_argument("--redo-min-n", type=int, default=None, metavar="N",
                    help="with --redo-ops: only their cells from this n on")
+    p.add_argument("--redo-batches", type=_ints, default=None, metavar="B,...",
+                   help="with --redo-ops: only their cells at these batch sizes")
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="measure every N-th cell of the grid from the K-th (0-based) only, e.g. "
                         "one process per GPU of a host (benchmarks/plans/device_call.sh grid_sharded); "

@@ -58,7 +58,7 @@ inline constexpr int64_t kLdlMinSharedBlock = 8;
 // nb / 2, nb / 4, ... that fits (down to kLdlMinSharedBlock for few or small matrices, less
 // narrow for more: each narrower panel adds a GEMM over every trailing matrix); nb where that
 // would be narrower than 16 columns (or nothing fits) and the panel runs on a cluster of blocks
-// (sm_90, up to 4 matrices: its rows spread over several SMs' shared memory); else nb (the panel
+// (sm_90, up to 16 matrices: its rows spread over several SMs' shared memory); else nb (the panel
 // then runs in global memory, `threads` per matrix; in shared memory the launch picks its own
 // block size).
 template <typename T>

@@ -832,11 +832,11 @@ def test_blocked_panels_on_clusters(tmp_path, shape):
 
 
 def cluster_cases():
-    """test_blocked_panels_on_clusters' matrices (1 to 3 of each, a cluster panel's counts)."""
+    """test_blocked_panels_on_clusters' matrices (1 to 6 of each: a panel launch's clusters)."""
     rng = np.random.default_rng(7)
     cases = {}
     for dtype in (np.float32, np.float64, np.complex64, np.complex128):
-        for n, batch in ((65, 3), (97, 1), (130, 2), (257, 1), (300, 2)):
+        for n, batch in ((65, 3), (97, 1), (130, 6), (257, 1), (300, 2)):
             for kind in ("indefinite", "zero_diagonal", "banded"):
                 a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
                 cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a

@@ -801,18 +801,21 @@ def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monk
                 "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": ours_ms}}}
 
     done = [earlier(16, "xla", 1.0), earlier(32, "xla", 1.25), earlier(64, "xla", 1.0)]
-    for redo_below, redo_ops, max_n, min_n, expected in [
-            (None, None, None, None, [(4, 64)]),
-            (0.95, None, None, None, [(4, 32), (4, 64)]),
-            (None, ["lu_factor"], None, None, [(4, 16), (4, 32), (4, 64)]),
-            (None, ["lu_factor"], 16, None, [(4, 16), (4, 64)]),
-            (None, ["lu_factor"], None, 32, [(4, 32), (4, 64)]),
-            (None, ["qr"], None, None, [(4, 64)])]:
+    for redo_below, redo_ops, max_n, min_n, redo_batches, expected in [
+            (None, None, None, None, None, [(4, 64)]),
+            (0.95, None, None, None, None, [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, None, None, [(4, 16), (4, 32), (4, 64)]),
+            (None, ["lu_factor"], 16, None, None, [(4, 16), (4, 64)]),
+            (None, ["lu_factor"], None, 32, None, [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, 32, [4, 16], [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, None, [16], [(4, 64)]),
+            (None, ["qr"], None, None, None, [(4, 64)])]:
         ran.clear()
         args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
                                      sizes=[16, 32, 64], jax_limit_s=20.0,
                                      redo_below=redo_below, redo_ops=redo_ops,
-                                     redo_max_n=max_n, redo_min_n=min_n))()
+                                     redo_max_n=max_n, redo_min_n=min_n,
+                                     redo_batches=redo_batches))()
         report.run_grid(args, type("B", (), dict(seed=0))(), None, lambda c, t: None, done)
         assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before; --redo-ops
 

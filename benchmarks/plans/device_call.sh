@@ -94,14 +94,15 @@ grid_from() {
 }
 
 # grid_report OPS BUDGET FROM LOG REPORT-ARGS...: one report process of the grid (DTYPES, auto,
-# PyTorch alongside unless NO_TORCH, REDO_OPS, MIN_REPEATS), killed in time for the call's tar.
+# PyTorch alongside unless NO_TORCH, REDO_OPS with REDO_MIN_N / REDO_MAX_N / REDO_BATCHES,
+# MIN_REPEATS), killed in time for the call's tar.
 grid_report() {
   local ops=$1 budget=$2 from=$3 log=$4
   shift 4
   timeout "$(kill_at $((budget + 45)))" python3 -m benchmarks.report --tag h100-grid \
     --dtypes "${DTYPES:-float32}" --strategies auto --ops "$ops" --budget-s "$budget" \
     --redo-below 0.95 ${REDO_OPS:+--redo-ops "$REDO_OPS"} ${REDO_MAX_N:+--redo-max-n "$REDO_MAX_N"} \
-    ${REDO_MIN_N:+--redo-min-n "$REDO_MIN_N"} \
+    ${REDO_MIN_N:+--redo-min-n "$REDO_MIN_N"} ${REDO_BATCHES:+--redo-batches "$REDO_BATCHES"} \
     ${MIN_REPEATS:+--min-repeats "$MIN_REPEATS"} ${NO_TORCH:+--no-torch} --resume "$from" "$@" \
     > "$log" 2>&1
 }
