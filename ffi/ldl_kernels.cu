@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace jcm {
@@ -1947,6 +1949,15 @@ inline int64_t env_int(const char* name, int64_t fallback) {
 // Rows a thread of lasyf_lower_shared_kernel owns at most (three registers of entries each).
 constexpr int64_t kPanelMaxRowsPerThread = 4;
 
+// f(std::integral_constant<int, M>{}) with M the panel kernels' rows a thread for `per_thread`
+// rows: 1, 2, or kPanelMaxRowsPerThread (their template instances).
+template <typename F>
+auto with_rows_per_thread(int64_t per_thread, F f) {
+  if (per_thread == 1) return f(std::integral_constant<int, 1>{});
+  if (per_thread == 2) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, static_cast<int>(kPanelMaxRowsPerThread)>{});
+}
+
 // Whether a panel over `rows` rows and nb columns runs lasyf_lower_shared_kernel: its L and W in
 // the block's shared memory. JCM_LDL_PANEL_SHARED=0 keeps every panel in global memory
 // (lasyf_lower_kernel), to measure. (W alone in L2, for panels twice as wide, was slower at every
@@ -1987,17 +1998,10 @@ cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, i
   const int64_t rows = n - (target - nb);
   int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (rows + 31) / 32 * 32));
   if (forced && (rows + forced - 1) / forced <= kPanelMaxRowsPerThread) threads = forced;
-  const int64_t per_thread = (rows + threads - 1) / threads;
-  if (per_thread == 1) {
-    return launch_lasyf_shared<D, 1>(stream, count, n, nb, target, a, w, l, progress, ipiv, info,
-                                     threads);
-  }
-  if (per_thread == 2) {
-    return launch_lasyf_shared<D, 2>(stream, count, n, nb, target, a, w, l, progress, ipiv, info,
-                                     threads);
-  }
-  return launch_lasyf_shared<D, kPanelMaxRowsPerThread>(stream, count, n, nb, target, a, w, l,
-                                                        progress, ipiv, info, threads);
+  return with_rows_per_thread((rows + threads - 1) / threads, [&](auto m) {
+    return launch_lasyf_shared<D, decltype(m)::value>(stream, count, n, nb, target, a, w, l,
+                                                      progress, ipiv, info, threads);
+  });
 }
 
 // The widest of nb, nb / 2, ... whose one-block panel (L and W) fits in shared memory, or 0.
@@ -2059,9 +2063,9 @@ cudaLaunchConfig_t cluster_config(const ClusterPanel& shape, int64_t count, cuda
 template <typename D, int M>
 bool cluster_fits(const ClusterPanel& shape) {
   static std::mutex mutex;
-  static std::map<std::pair<int, size_t>, bool> known;
+  static std::map<std::tuple<int, int, size_t>, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(shape.ranks * 10000 + shape.threads, shape.smem);
+  const auto key = std::make_tuple(shape.ranks, shape.threads, shape.smem);
   if (auto it = known.find(key); it != known.end()) return it->second;
   int clusters = 0;
   cudaLaunchAttribute attribute;
@@ -2076,13 +2080,14 @@ bool cluster_fits(const ClusterPanel& shape) {
 }
 
 // The cluster a panel over `rows` rows of `count` matrices runs on, where it runs on one: up to
-// JCM_LDL_PANEL_CLUSTER_COUNT matrices (default 16; 64 x 1024 float64 was no faster: 10.7 against
-// 10.3 ms in global memory, 16 x 2048 24.5 -> 17.6, float32 19.7 -> 14.8; s20-ldl-c7-*) whose one-block panel would be narrower than
-// 16 columns or not fit at all (JCM_LDL_PANEL_CLUSTER_MIN_ROWS: from that many rows instead, to
-// measure and test; a panel too wide for such a cluster then runs on it at the one-block width),
-// blocks of JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as
-// many as the rows take up to JCM_LDL_PANEL_CLUSTER blocks (default 8, the portable size; 0:
-// never), two or four rows a thread beyond that. sm_90 and later. (H100, the whole
+// JCM_LDL_PANEL_CLUSTER_COUNT matrices (default 16; float64 16x2048 24.5 -> 17.6 ms, float32
+// 19.7 -> 14.8, but 64x1024 float64 10.7 against 10.3 in global memory; s20-ldl-c7-*) whose
+// one-block panel would be narrower than 16 columns or not fit at all
+// (JCM_LDL_PANEL_CLUSTER_MIN_ROWS: from that many rows instead, to measure and test; a panel too
+// wide for such a cluster then runs on it at the one-block width), blocks of
+// JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as many as the rows take up to
+// JCM_LDL_PANEL_CLUSTER blocks (default 8, the portable size; 0: never), two or four rows a
+// thread beyond that. sm_90 and later. (H100, the whole
 // factorization: float32 1x2048 6.79 -> 6.46 ms, float64 1x2048 10.8 -> 7.76 and 6.96 with
 // clusters also for 8 columns, 4x2048 16.1 -> 10.1; where 16 or 32 columns fit one block, its
 // steps are shorter: float32 1x1024 2.35 vs 2.98 on 4 blocks of 256, 2.93 on 2 of 512;
@@ -2120,9 +2125,9 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
                                            threads / 32, rows)};
     const bool fits =
         shape.smem + kStaticShared <= shared_optin_bytes() &&
-        (per_thread == 1   ? cluster_fits<D, 1>(shape)
-         : per_thread == 2 ? cluster_fits<D, 2>(shape)
-                           : cluster_fits<D, 4>(shape));
+        with_rows_per_thread(per_thread, [&](auto m) {
+          return cluster_fits<D, decltype(m)::value>(shape);
+        });
     return fits ? shape : ClusterPanel{};
   }
   return shape;
@@ -2144,16 +2149,10 @@ template <typename D>
 cudaError_t launch_lasyf_cluster(cudaStream_t stream, const ClusterPanel& shape, int64_t count,
                                  int64_t n, int64_t nb, int64_t target, D* a, D* w, D* l,
                                  int* progress, int* ipiv, int* info) {
-  if (shape.per_thread == 1) {
-    return launch_lasyf_cluster<D, 1>(stream, shape, count, n, nb, target, a, w, l, progress,
-                                      ipiv, info);
-  }
-  if (shape.per_thread == 2) {
-    return launch_lasyf_cluster<D, 2>(stream, shape, count, n, nb, target, a, w, l, progress,
-                                      ipiv, info);
-  }
-  return launch_lasyf_cluster<D, 4>(stream, shape, count, n, nb, target, a, w, l, progress, ipiv,
-                                    info);
+  return with_rows_per_thread(shape.per_thread, [&](auto m) {
+    return launch_lasyf_cluster<D, decltype(m)::value>(stream, shape, count, n, nb, target, a, w,
+                                                       l, progress, ipiv, info);
+  });
 }
 
 template <typename T>

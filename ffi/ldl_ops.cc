@@ -32,7 +32,8 @@ namespace {
 // threads lose at every small shape: each warp then updates more of the step's columns one after
 // another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 1x32 0.100 / 0.088 / 0.058 / 0.063,
 // 256x32 0.125 / 0.086 / 0.072 / 0.079, 256x128 1.40 / 0.78 / 0.47 / 0.37; s17-ldl-t*; float64,
-// 64 / 128 / 256: 64x32 0.101 / 0.072 / 0.065-0.079, 256x64 0.249 / 0.179 / 0.138-0.152, s20-ldl-c9-*).
+// 64 / 128 / 256: 64x32 0.101 / 0.072 / 0.065-0.079, 256x64 0.249 / 0.179 / 0.138-0.152;
+// s20-ldl-c9-*).
 // JCM_LDL_THREADS (a multiple of 32 up to 1024) sets every launch's, to measure.
 enum class LdlKernel { kSytf2, kPanel };
 
