@@ -431,8 +431,11 @@ __device__ R block_reduce(R v, Op op) {
 // The largest magnitude(i) over i in [begin, end) and its first index, on every thread of the
 // block (LAPACK's i?amax: ties go to the smallest index; NaN never wins; a negative magnitude
 // marks an index to pass over). An empty range (or all NaN) gives value 0 and index `begin`.
-// Any block size up to kMaxThreads. Starts and ends with a barrier.
-template <typename R, typename Magnitude>
+// Any block size up to kMaxThreads. Starts and ends with a barrier, unless kFenced is false: then
+// the caller sees to it that a barrier comes between this call site's consecutive calls, and
+// between the reads of magnitude() and any later write to what it reads (its one barrier is in
+// the middle).
+template <bool kFenced = true, typename R, typename Magnitude>
 __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, int* index) {
   __shared__ R warp_value[kMaxThreads / 32];
   __shared__ int warp_index[kMaxThreads / 32];
@@ -442,9 +445,9 @@ __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, 
     const R v = magnitude(i);
     if (v > best) best = v, best_i = i;  // strictly greater: this thread's first maximum
   }
-  __syncthreads();  // the previous call's readers are done with the shared slots
+  if (kFenced) __syncthreads();  // the previous call's readers are done with the shared slots
   block_argmax_of(best, best_i, warp_value, warp_index, begin, value, index);
-  __syncthreads();
+  if (kFenced) __syncthreads();
 }
 
 }  // namespace kernel

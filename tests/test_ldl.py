@@ -778,6 +778,61 @@ def test_blocked_panels_in_global_memory():
     _run_in_child(script, JCM_LDL_PANEL_SHARED="0")
 
 
+def panel_cases():
+    """test_shared_panel_matches_global_panel's matrices: one thread a row (257) and two (1100,
+    float32 / float64), random and with exact ties in the argmaxes (entries in {-1, 0, 1})."""
+    rng = np.random.default_rng(11)
+    cases = {}
+    for dtype in (np.float32, np.float64, np.complex128):
+        for n, batch in ((257, 2), (1100, 1)):
+            for kind in ("indefinite", "zero_diagonal", "banded"):
+                a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
+                cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a
+            x = rng.integers(-1, 2, size=(batch, n, n)).astype(dtype)
+            ties = np.tril(x) + np.tril(x, -1).swapaxes(-1, -2)
+            cases[f"{np.dtype(dtype).name}/{n}/ties"] = ties
+    return cases
+
+
+def _panel_factors_in_child(path, **env):
+    script = (
+        "import sys, numpy as np, jax\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from test_ldl import panel_cases\n"
+        "from jax_cusolver_ms import ldl_factor\n"
+        "got = {}\n"
+        "for key, a in panel_cases().items():\n"
+        "    ld, piv = ldl_factor(a, strategy='blocked')\n"
+        "    got[key + '/ld'], got[key + '/piv'] = np.asarray(ld), np.asarray(piv)\n"
+        f"np.savez({str(path)!r}, **got)\n"
+        "print('ok')\n"
+    )
+    _run_in_child(script, **env)
+    return np.load(path)
+
+
+@requires_gpu
+def test_shared_panel_matches_global_panel(tmp_path):
+    # The shared-memory panel (lasyf_lower_shared_kernel, rows trading labels, JCM_LDL_PANEL_
+    # CLUSTER=0 so that it takes every panel that fits) against the global-memory one
+    # (lasyf_lower_kernel, rows moved, JCM_LDL_PANEL_SHARED=0), two independent kernels of the same
+    # arithmetic: in float64 / complex128 the same pivots, ties to the smaller row as LAPACK's
+    # i?amax (integer matrices: exact ties; 1100 rows: two rows a thread, whose labels are in no
+    # order after trades), and the same factor to rounding; every factor reconstructs A.
+    shared = _panel_factors_in_child(tmp_path / "shared.npz", JCM_LDL_PANEL_CLUSTER="0")
+    global_ = _panel_factors_in_child(tmp_path / "global.npz", JCM_LDL_PANEL_SHARED="0")
+    for key, a in panel_cases().items():
+        dtype, n = a.dtype, a.shape[-1]
+        for got in (shared, global_):
+            check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
+        if dtype in (np.float64, np.complex128):
+            np.testing.assert_array_equal(shared[key + "/piv"], global_[key + "/piv"],
+                                          err_msg=key)
+            err = rel_err(shared[key + "/ld"], global_[key + "/ld"])
+            assert err <= 10 * rtol_for(dtype, n), key
+
+
 # The cluster panel's settings that put small panels on clusters of every shape: a thread per row
 # over up to 8 blocks of 32, two or four rows a thread on 2 blocks, 16 blocks (non-portable).
 CLUSTER_SHAPES = {
