@@ -225,8 +225,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     if (tid == 0) record_pivot(ipiv, k, kp, kstep, start);
     k += kstep;
-    __syncthreads();
+    // No barrier here: what a step writes after its last barrier (column k scaled, a 2x2 step's
+    // columns from w) the next step neither reads nor writes before its own first barrier; its
+    // searches read columns from k + 1 on, written before this step's last barrier.
   }
+  __syncthreads();  // the last step's writes before the copy out
   if (tid == 0) {
     if (!start_all) {
       info_all[blockIdx.x] = info;

@@ -1,7 +1,8 @@
-"""Small blocked LDL^T factorizations whose panels run on one block (a thread a row, two rows a
-thread) and on clusters, for compute-sanitizer's racecheck / synccheck (benchmarks/plans/
-session21-call1.sh): each factor is checked to reconstruct A, so a race that changed numbers
-shows here too."""
+"""Small LDL^T factorizations for compute-sanitizer's racecheck / synccheck (benchmarks/plans/
+session21-call1.sh, -call8.sh): the ?sytf2 block kernel on matrices in shared memory
+(`--batched`), or blocked ones whose panels run on one block (a thread a row, two rows a thread)
+and on clusters. Each factor is checked to reconstruct A, so a race that changed numbers shows
+here too."""
 import sys
 
 import jax
@@ -15,11 +16,14 @@ from test_ldl import check_factorization, symmetric  # noqa: E402
 from jax_cusolver_ms import ldl_factor  # noqa: E402
 
 rng = np.random.default_rng(3)
-for dtype, n, batch in ((np.float32, 300, 2), (np.float64, 257, 1), (np.float32, 1100, 1),
-                        (np.float64, 1100, 1)):
-    for kind in ("indefinite", "banded"):
+batched = "--batched" in sys.argv
+cases = (((np.float64, 32, 4), (np.float64, 64, 2), (np.float32, 64, 2), (np.float64, 200, 1))
+         if batched else
+         ((np.float32, 300, 2), (np.float64, 257, 1), (np.float32, 1100, 1), (np.float64, 1100, 1)))
+for dtype, n, batch in cases:
+    for kind in ("indefinite", "banded", "zero_diagonal"):
         a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
-        ld, piv = ldl_factor(a, strategy="blocked")
+        ld, piv = ldl_factor(a, strategy="batched" if batched else "blocked")
         check_factorization(a, ld, piv, dtype)
         print(np.dtype(dtype).name, n, batch, kind, "ok", flush=True)
 print("ok")
