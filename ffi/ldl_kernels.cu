@@ -778,7 +778,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// The slots of a step of lasyf_lower_cluster_kernel, whose rows trade labels: W(k, c),
+// The slots of a step of lasyf_lower_cluster_kernel (its rows trade labels): W(k, c),
 // W(k, c + 1), W(k + 1, ..), W(k + 2, ..), W(imax, ..) (c: the step's first column of the
 // panel); the trailing matrix's A(k + 1, k) and A(k + 2, k + 1) as read (what an interchange moves
 // to row kp's entry of the next column).
@@ -954,7 +954,8 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
   for (int m = 0; m < M; ++m) label[m] = base + rank * nthreads + tid + m * stride;
   for (int i = tid; i < rows; i += nthreads) slot_of[i] = i;
 
-  // As lasyf_lower_shared_kernel's: every slot's L read, the sum kept by a select, no branch.
+  // Every slot's L read, the sum kept by a select: a branch around each read compiled to ~13
+  // instructions a column (session 21's SASS of a one-block panel like this one).
   auto gemv = [&](int k, int c, const T* wrow, const T (&from)[M], T (&out)[M]) {
     bool live[M];
 #pragma unroll

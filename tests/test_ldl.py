@@ -814,12 +814,12 @@ def _panel_factors_in_child(path, **env):
 
 @requires_gpu
 def test_shared_panel_matches_global_panel(tmp_path):
-    # The shared-memory panel (lasyf_lower_shared_kernel, rows trading labels, JCM_LDL_PANEL_
-    # CLUSTER=0 so that it takes every panel that fits) against the global-memory one
-    # (lasyf_lower_kernel, rows moved, JCM_LDL_PANEL_SHARED=0), two independent kernels of the same
-    # arithmetic: in float64 / complex128 the same pivots, ties to the smaller row as LAPACK's
-    # i?amax (integer matrices: exact ties; 1100 rows: two rows a thread, whose labels are in no
-    # order after trades), and the same factor to rounding; every factor reconstructs A.
+    # The shared-memory panel (lasyf_lower_shared_kernel, JCM_LDL_PANEL_CLUSTER=0 so that it
+    # takes every panel that fits) against the global-memory one (lasyf_lower_kernel,
+    # JCM_LDL_PANEL_SHARED=0), two independent kernels of the same arithmetic: in float64 /
+    # complex128 the same pivots, ties to the smaller row as LAPACK's i?amax (integer matrices:
+    # exact ties; 1100 rows: two rows a thread), and the same factor to rounding; every factor
+    # reconstructs A.
     shared = _panel_factors_in_child(tmp_path / "shared.npz", JCM_LDL_PANEL_CLUSTER="0")
     global_ = _panel_factors_in_child(tmp_path / "global.npz", JCM_LDL_PANEL_SHARED="0")
     for key, a in panel_cases().items():
