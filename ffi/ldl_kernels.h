@@ -37,6 +37,17 @@ template <typename T>
 cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
                                 int* info);
 
+// Largest n of sytrf_small_block_batched.
+inline constexpr int64_t kLdlSmallBlockMaxN = 64;
+
+// sytrf_small_batched's factorization (the same pivots, L and D, to the bit) for n <=
+// kLdlSmallBlockMaxN with one block per matrix, the matrix mirrored in shared memory twice and
+// one barrier a step (ldl_kernels.cu sytrf_small_block_kernel). `cols`: columns each thread
+// updates (1, 2, 4 or 8 up to n = 32; 2, 4, 8 or 16 above), so 32 ceil(n / cols) threads a block.
+template <typename T>
+cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_t n, T* a,
+                                      int* ipiv, int* info, int cols);
+
 // The blocked factorization's pieces (ldl_ops.cc sytrf_blocked drives them; the NumPy model is
 // benchmarks/diag/ldl_blocked_model.py sytrf_lower_uniform). One panel of LAPACK ?lasyf per
 // matrix: matrix i continues from its column progress[i] and stops at column `target` or, when a

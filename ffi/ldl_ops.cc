@@ -51,19 +51,36 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
 }
 
 // Up to this n the batched factorization runs the warp-per-matrix kernel (sytrf_small_batched:
-// a step is shuffles and selects, where the block kernel's is a few barriers): n <= 32 in float,
-// n <= 16 for wider elements (H100, the whole ldl_factor against the block kernel, s17-ldl-warp
-// / s17-ldl-block: float32 256x32 0.056 / 0.076 ms, 4x32 0.052 / 0.058, 256x16 0.030 / 0.041;
-// float64 256x16 0.035 / 0.043, 4x16 0.032 / 0.036, but 4x32 0.087 / 0.066 and 256x32 0.097 /
-// 0.072: a double's shuffles and selects are two each. With the tree of selects and the labels
-// on every lane, float64 at n = 24 / 32 is still 4-25% slower, 14% over 9 shapes, 2 rounds each:
-// s18-ldl-warp-a/b, s18-ldl-block-a/b; complex was not measured and goes by its element size).
+// a step is shuffles and selects, no barrier): n <= 16 (H100, the whole ldl_factor against the
+// ?sytf2 block kernel, s17-ldl-warp / s17-ldl-block: float32 256x16 0.030 / 0.041 ms, float64
+// 256x16 0.035 / 0.043, 4x16 0.032 / 0.036). Above, a double's shuffles and selects are two each
+// and the small block kernel wins (float32 4x32 0.054 / 0.043, 256x32 0.062 / 0.054; s22-c1-*);
+// at n <= 16 the two are within these ~0.03 ms cells' noise (s22-c2-nowarp / -default).
 // JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
-template <typename T>
 inline int64_t ldl_warp_max_n() {
   static const int64_t forced = block_size_from_env("JCM_LDL_WARP_MAX_N", -1, 0, kLdlWarpMaxN);
-  if (forced >= 0) return forced;
-  return sizeof(T) <= 4 ? kLdlWarpMaxN : 16;
+  return forced >= 0 ? forced : 16;
+}
+
+// Past the warp kernel's n and up to this one, the batched factorization runs the block kernel
+// with the matrix mirrored twice in shared memory (sytrf_small_block_batched: one barrier a step,
+// every warp taking the step's decision itself) instead of sytrf_lower_kernel (three barriers a
+// step). JCM_LDL_SMALL_BLOCK_MAX_N (0 .. kLdlSmallBlockMaxN; 0: never) sets it, to measure.
+inline int64_t ldl_small_block_max_n() {
+  static const int64_t forced =
+      block_size_from_env("JCM_LDL_SMALL_BLOCK_MAX_N", -1, 0, kLdlSmallBlockMaxN);
+  return forced >= 0 ? forced : kLdlSmallBlockMaxN;
+}
+
+// Columns each thread of sytrf_small_block_batched updates: fewer warps, each searching every
+// step's pivot itself, for more entries a thread. 8 warps beat 16 and 32 at every batch (H100,
+// the whole ldl_factor, 8 / 16 / 32 warps: float64 256x32 0.053 / 0.079 / 0.100 ms, 4x32 0.045 /
+// 0.054 / 0.057, 256x64 0.152 / 0.201 / 0.232; float32 4x32 0.043 / 0.049 / 0.052;
+// s22-c1-cols*). JCM_LDL_SMALL_BLOCK_COLS (1 .. 16) sets it, to measure.
+inline int ldl_small_block_cols(int64_t n) {
+  static const int64_t forced = block_size_from_env("JCM_LDL_SMALL_BLOCK_COLS", 0, 1, 16);
+  if (forced) return static_cast<int>(forced);
+  return n <= 32 ? 4 : 8;
 }
 
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
@@ -108,9 +125,13 @@ struct sytrf_traits {
   bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    if (n <= ldl_warp_max_n<T>()) {
+    if (n <= ldl_warp_max_n()) {
       JCM_CUDA(sytrf_small_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                    ipiv + begin * n, info + begin));
+    } else if (n <= ldl_small_block_max_n()) {
+      JCM_CUDA(sytrf_small_block_batched(ctx.stream, end - begin, n, a + begin * n * n,
+                                         ipiv + begin * n, info + begin,
+                                         ldl_small_block_cols(n)));
     } else {
       JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                    ipiv + begin * n, info + begin,

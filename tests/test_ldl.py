@@ -794,22 +794,28 @@ def panel_cases():
     return cases
 
 
-def _panel_factors_in_child(path, **env):
+def _factors_in_child(path, cases, strategy, **env):
+    """ldl_factor(strategy) of every matrix of the case function `cases` (a name in this module)
+    in a child with the environment variables env added; its factors and pivots, by case key."""
     script = (
         "import sys, numpy as np, jax\n"
         "jax.config.update('jax_enable_x64', True)\n"
         "sys.path.insert(0, 'tests')\n"
-        "from test_ldl import panel_cases\n"
+        f"from test_ldl import {cases} as cases\n"
         "from jax_cusolver_ms import ldl_factor\n"
         "got = {}\n"
-        "for key, a in panel_cases().items():\n"
-        "    ld, piv = ldl_factor(a, strategy='blocked')\n"
+        "for key, a in cases().items():\n"
+        f"    ld, piv = ldl_factor(a, strategy={strategy!r})\n"
         "    got[key + '/ld'], got[key + '/piv'] = np.asarray(ld), np.asarray(piv)\n"
         f"np.savez({str(path)!r}, **got)\n"
         "print('ok')\n"
     )
     _run_in_child(script, **env)
     return np.load(path)
+
+
+def _panel_factors_in_child(path, **env):
+    return _factors_in_child(path, "panel_cases", "blocked", **env)
 
 
 @requires_gpu
@@ -831,6 +837,78 @@ def test_shared_panel_matches_global_panel(tmp_path):
                                           err_msg=key)
             err = rel_err(shared[key + "/ld"], global_[key + "/ld"])
             assert err <= 10 * rtol_for(dtype, n), key
+
+
+def small_kernel_cases():
+    """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32) and
+    the one- and two-rows-a-lane halves of the small block kernel (64), random, with 2x2 pivots
+    first (zero diagonal), interchanges with the next rows (banded), an exact zero in D
+    (singular), exact ties in the argmaxes (entries in {-1, 0, 1}) and a NaN in one matrix."""
+    rng = np.random.default_rng(12)
+    cases = {}
+    for dtype in (np.float32, np.float64, np.complex128):
+        name = np.dtype(dtype).name
+        for n in (2, 5, 17, 32, 33, 64):
+            for kind in ("indefinite", "zero_diagonal", "banded", "singular"):
+                a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
+                cases[f"{name}/{n}/{kind}"] = a
+            x = rng.integers(-1, 2, size=(3, n, n)).astype(dtype)
+            cases[f"{name}/{n}/ties"] = np.tril(x) + np.tril(x, -1).swapaxes(-1, -2)
+            a = symmetric(rng, (3, n, n), dtype).astype(dtype)
+            a[1, n - 1, n // 2] = a[1, n // 2, n - 1] = np.nan
+            cases[f"{name}/{n}/nan"] = a
+    return cases
+
+
+def _batched_factors_in_child(path, **env):
+    return _factors_in_child(path, "small_kernel_cases", "batched", **env)
+
+
+@requires_gpu
+def test_small_block_kernel_matches_the_other_kernels(tmp_path):
+    # The small block kernel (sytrf_small_block_kernel: the matrix mirrored twice in shared
+    # memory, rows relabelled, one barrier a step) with every thread shape it has (columns a
+    # thread 1, 2, 4, 8 up to n = 32; 2, 4, 8, 16 above; JCM_LDL_WARP_MAX_N=0 so that it takes
+    # every n up to 64), in children (the settings are read once per process), against the warp
+    # kernel (n <= 32, forced for every dtype) and the block kernel it replaces
+    # (sytrf_lower_kernel). Its thread shapes: the same bits. Every kernel: the same pivots in
+    # float64 / complex128 (the same arithmetic; float32's rounding may steer a tie elsewhere),
+    # the same factor to rounding, and a factor that reconstructs A; NaN stays in its matrix.
+    # LAPACK's own pivots (n <= 64: its ?sytrf does not block).
+    small = {cols: _batched_factors_in_child(tmp_path / f"small{cols}.npz",
+                                             JCM_LDL_WARP_MAX_N="0",
+                                             **({"JCM_LDL_SMALL_BLOCK_COLS": str(cols)}
+                                                if cols else {}))
+             for cols in (0, 1, 2, 4, 16)}  # 0: the default
+    warp = _batched_factors_in_child(tmp_path / "warp.npz", JCM_LDL_WARP_MAX_N="32",
+                                     JCM_LDL_SMALL_BLOCK_MAX_N="0")
+    block = _batched_factors_in_child(tmp_path / "block.npz", JCM_LDL_WARP_MAX_N="0",
+                                      JCM_LDL_SMALL_BLOCK_MAX_N="0")
+    for key, a in small_kernel_cases().items():
+        dtype, n, kind = a.dtype, a.shape[-1], key.split("/")[-1]
+        ld, piv = small[1][key + "/ld"], small[1][key + "/piv"]
+        for cols in (0, 2, 4, 16):
+            np.testing.assert_array_equal(small[cols][key + "/ld"], ld, err_msg=f"{key} {cols}")
+            np.testing.assert_array_equal(small[cols][key + "/piv"], piv, err_msg=f"{key} {cols}")
+        others = (block, warp) if n <= 32 else (block,)
+        for got in (small[1],) + others:
+            if kind == "nan":
+                assert np.isnan(got[key + "/ld"][1]).any(), key
+                check_factorization(a[0::2], got[key + "/ld"][0::2], got[key + "/piv"][0::2],
+                                    dtype)
+            elif kind != "singular":
+                check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
+        if dtype in (np.float64, np.complex128):
+            for other in others:
+                np.testing.assert_array_equal(other[key + "/piv"], piv, err_msg=key)
+                finite = np.isfinite(ld).all(axis=(-1, -2))
+                err = rel_err(ld[finite], other[key + "/ld"][finite])
+                assert err <= 10 * rtol_for(dtype, n), key
+        if kind not in ("nan", "ties") and dtype in (np.float64, np.complex128):
+            # (ties: LAPACK's rounding, FMAs or not, may break them elsewhere)
+            f = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=dtype)[0]
+            for i in range(3):
+                np.testing.assert_array_equal(piv[i], f(a[i], lower=1)[1], err_msg=key)
 
 
 # The cluster panel's settings that put small panels on clusters of every shape: a thread per row
