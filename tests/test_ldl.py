@@ -624,12 +624,12 @@ def test_explain_knows_the_public_names():
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("n", [2, 5, 16, 17, 31, 32, 33, 63, 150, 257, 300])
+@pytest.mark.parametrize("n", [2, 5, 16, 17, 31, 32, 33, 63, 100, 128, 150, 257, 300])
 @pytest.mark.parametrize("kind", ["indefinite", "zero_diagonal"])
 def test_batched_kernel_matches_lapack(rng, dtype, n, kind):
-    # The warp kernel's sizes (n <= 8, 16, and 32 in float32; wider dtypes take the block kernel
-    # from 17), then the block kernel around the warp (32) and the block (256 threads); zero
-    # diagonals force 2x2 blocks. Both follow LAPACK ?sytf2 step by step: below LAPACK's block
+    # The warp kernel's sizes (n <= 8 and 16), the small block kernel's (one and two rows a
+    # lane), then the ?sytf2 block kernel (100 on; 256 threads from 150); zero
+    # diagonals force 2x2 blocks. All follow LAPACK ?sytf2 step by step: below LAPACK's block
     # size (64) the pivots are LAPACK's own exactly; above, the factor must reconstruct A and
     # solve like NumPy. The solve: a warp per right-hand side up to n = 128, then the block
     # kernel with the factor in shared memory (150 in float32 / float64), then in global memory.
@@ -840,15 +840,16 @@ def test_shared_panel_matches_global_panel(tmp_path):
 
 
 def small_kernel_cases():
-    """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32) and
-    the one- and two-rows-a-lane halves of the small block kernel (64), random, with 2x2 pivots
+    """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32), the
+    small block kernel's one and two rows a lane (two copies of the matrix, to 64) and four (one
+    copy, to 128; complex128 takes the ?sytf2 block kernel there), random, with 2x2 pivots
     first (zero diagonal), interchanges with the next rows (banded), an exact zero in D
     (singular), exact ties in the argmaxes (entries in {-1, 0, 1}) and a NaN in one matrix."""
     rng = np.random.default_rng(12)
     cases = {}
     for dtype in (np.float32, np.float64, np.complex128):
         name = np.dtype(dtype).name
-        for n in (2, 5, 17, 32, 33, 64):
+        for n in (2, 5, 17, 32, 33, 64, 65, 100, 128):
             for kind in ("indefinite", "zero_diagonal", "banded", "singular"):
                 a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
                 cases[f"{name}/{n}/{kind}"] = a
@@ -866,17 +867,18 @@ def _batched_factors_in_child(path, **env):
 
 @requires_gpu
 def test_small_block_kernel_matches_the_other_kernels(tmp_path):
-    # The small block kernel (sytrf_small_block_kernel: the matrix mirrored twice in shared
-    # memory, rows relabelled, one barrier a step) with every thread shape it has (columns a
-    # thread 1, 2, 4, 8 up to n = 32; 2, 4, 8, 16 above; JCM_LDL_WARP_MAX_N=0 so that it takes
-    # every n up to 64), in children (the settings are read once per process), against the warp
+    # The small block kernel (sytrf_small_block_kernel: the matrix mirrored in shared memory,
+    # rows relabelled, one barrier a step) with every thread shape it has (columns a thread 1, 2,
+    # 4, 8 up to n = 32; 2, 4, 8, 16 to 64; 8, 16 above; JCM_LDL_WARP_MAX_N=0 and
+    # JCM_LDL_SMALL_BLOCK_MAX_N=128 so that it takes every n up to 128), in children (the settings are read once per process), against the warp
     # kernel (n <= 32, forced for every dtype) and the block kernel it replaces
     # (sytrf_lower_kernel). Its thread shapes: the same bits. Every kernel: the same pivots in
     # float64 / complex128 (the same arithmetic; float32's rounding may steer a tie elsewhere),
     # the same factor to rounding, and a factor that reconstructs A; NaN stays in its matrix.
-    # LAPACK's own pivots (n <= 64: its ?sytrf does not block).
+    # LAPACK's own pivots up to n = 64 (where its ?sytrf does not block).
     small = {cols: _batched_factors_in_child(tmp_path / f"small{cols}.npz",
                                              JCM_LDL_WARP_MAX_N="0",
+                                             JCM_LDL_SMALL_BLOCK_MAX_N="128",
                                              **({"JCM_LDL_SMALL_BLOCK_COLS": str(cols)}
                                                 if cols else {}))
              for cols in (0, 1, 2, 4, 16)}  # 0: the default
@@ -904,7 +906,7 @@ def test_small_block_kernel_matches_the_other_kernels(tmp_path):
                 finite = np.isfinite(ld).all(axis=(-1, -2))
                 err = rel_err(ld[finite], other[key + "/ld"][finite])
                 assert err <= 10 * rtol_for(dtype, n), key
-        if kind not in ("nan", "ties") and dtype in (np.float64, np.complex128):
+        if kind not in ("nan", "ties") and dtype in (np.float64, np.complex128) and n <= 64:
             # (ties: LAPACK's rounding, FMAs or not, may break them elsewhere)
             f = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=dtype)[0]
             for i in range(3):
