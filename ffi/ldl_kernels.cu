@@ -397,13 +397,16 @@ __global__ void __launch_bounds__(32)
 // KB), such steps take a second barrier before their writes. Thread (lane, warp) holds rows
 // lane + 32 i (i < kRows) of columns warp + W j (j < kCols), W = blockDim.x / 32, and their
 // labels; column k of L and D goes out at the rows' labels of that moment, from warp k % W.
+// Copies of the matrix sytrf_small_block_kernel keeps in shared memory, n <= 32 rows.
+__host__ __device__ constexpr int small_block_copies(int rows) { return rows <= 2 ? 2 : 1; }
+
 template <typename T, int kRows, int kCols>
 __global__ void __launch_bounds__(32 * (32 * kRows / kCols))  // n <= 32 kRows
     sytrf_small_block_kernel(int n, T* a_all, int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   constexpr unsigned kAll = 0xffffffffu;
   constexpr int kPast = INT_MAX;  // the label of a row or column past n: never takes part
-  constexpr bool kTwoCopies = kRows <= 2;
+  constexpr bool kTwoCopies = small_block_copies(kRows) == 2;
   const int size = n * n;
   T* a = a_all + static_cast<int64_t>(blockIdx.x) * size;
   int* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
@@ -2179,7 +2182,7 @@ template <typename T, int kRows, int kCols>
 cudaError_t launch_sytrf_small_block(cudaStream_t stream, int64_t count, int64_t n, T* a,
                                      int* ipiv, int* info) {
   const int threads = 32 * static_cast<int>((n + kCols - 1) / kCols);
-  const size_t smem_bytes = (kRows <= 2 ? 2 : 1) * static_cast<size_t>(n * n) * sizeof(T);
+  const size_t smem_bytes = small_block_copies(kRows) * static_cast<size_t>(n * n) * sizeof(T);
   auto kernel = sytrf_small_block_kernel<T, kRows, kCols>;
   if (cudaError_t err = allow_shared(kernel, smem_bytes); err != cudaSuccess) return err;
   kernel<<<static_cast<unsigned>(count), threads, smem_bytes, stream>>>(static_cast<int>(n), a,

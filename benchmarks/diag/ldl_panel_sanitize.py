@@ -1,8 +1,8 @@
 """Small LDL^T factorizations for compute-sanitizer's racecheck / synccheck (benchmarks/plans/
 session21-call1.sh, -call8.sh, session22-call1.sh): the batched kernels (`--batched`: the small
-block kernel at n = 32 / 64, the ?sytf2 block kernel with the matrix in shared memory at 200), or blocked ones whose panels run on one block (a thread a row, two rows a thread)
-and on clusters. Each factor is checked to reconstruct A, so a race that changed numbers shows
-here too."""
+block kernel at n = 32 / 64, the ?sytf2 block kernel with the matrix in shared memory at 200), or
+blocked ones whose panels run on one block (a thread a row, two rows a thread) and on clusters.
+Each factor is checked to reconstruct A, so a race that changed numbers shows here too."""
 import sys
 
 import jax

@@ -54,6 +54,25 @@ tests_passed() {
   [[ ! -s "$OUT/r/$1/failures.log" ]] && grep -q " passed" "$OUT/r/$1/pytest.log"
 }
 
+# sanitize_ldl KERNELS [KILL] [ARGS...]: compute-sanitizer's racecheck and synccheck on the kernels
+# whose names contain KERNELS while benchmarks/diag/ldl_panel_sanitize.py ARGS runs, each killed
+# after KILL s (default 90), logs $OUT/r/sanitize-TOOL.txt; prints the summaries and the count of
+# factorizations checked.
+sanitize_ldl() {
+  local kernels=$1 limit=${2:-90} san tool
+  shift $(( $# < 2 ? $# : 2 ))
+  san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in racecheck synccheck; do
+    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(kill_at "$limit")" "$san" --tool "$tool" \
+      --kernel-name kns="$kernels" --print-limit 20 python3 benchmarks/diag/ldl_panel_sanitize.py \
+      "$@" > "$OUT/r/sanitize-$tool.txt" 2>&1
+    echo "$tool rc=$? at $((SECONDS - t0)) s"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Potential|Error" "$OUT/r/sanitize-$tool.txt" \
+      | sort | uniq -c | head -8
+    grep -c " ok$" "$OUT/r/sanitize-$tool.txt"
+  done
+}
+
 # bench_op TAG OP STRATEGIES SHAPES [KILL]: benchmarks.bench of OP (float32 and float64, no
 # PyTorch) against JAX, its table in $OUT/r/bench-TAG.txt, killed after KILL s (default 120) or
 # in time for the call's tar.

@@ -15,13 +15,6 @@ SHAPES=1x256,1x512,1x1024,1x2048,4x512,4x1024,16x512,64x256,256x128
 bench_op s21-ldl-c2-a ldl_factor auto "$SHAPES" 100
 bench_op s21-ldl-c2-solve ldl_solve auto 1x512,1x1024,4x1024 60
 tar czf "$OUT/results.tgz" -C "$OUT" r
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in racecheck synccheck; do
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(kill_at 100)" "$SAN" --tool "$tool" \
-    --kernel-name kns=lasyf --print-limit 20 python3 benchmarks/diag/ldl_panel_sanitize.py \
-    > "$OUT/r/sanitize-$tool.txt" 2>&1
-  echo "$tool rc=$? at $((SECONDS - t0)) s"; grep -E "ok$|ERROR SUMMARY|Potential|Error" \
-    "$OUT/r/sanitize-$tool.txt" | sort | uniq -c | head -12
-done
+sanitize_ldl lasyf 100
 tar czf "$OUT/results.tgz" -C "$OUT" r
 for f in "$OUT"/r/bench-*.txt; do echo "== $f"; grep -E "^\| ldl" "$f" | cut -c1-110; done

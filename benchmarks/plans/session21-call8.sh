@@ -8,14 +8,7 @@
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-240}" t1
 tests_passed t1 || { echo "tests failed (benchmarks still run)"; head -60 "$OUT/r/t1/failures.log"; }
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in racecheck synccheck; do
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(kill_at 90)" "$SAN" --tool "$tool" \
-    --kernel-name kns=sytrf_lower --print-limit 20 python3 benchmarks/diag/ldl_panel_sanitize.py \
-    --batched > "$OUT/r/sanitize-$tool.txt" 2>&1
-  echo "$tool rc=$? at $((SECONDS - t0)) s"; grep -E "ERROR SUMMARY|Potential|Error" \
-    "$OUT/r/sanitize-$tool.txt" | sort | uniq -c | head -8; grep -c " ok$" "$OUT/r/sanitize-$tool.txt"
-done
+sanitize_ldl sytrf_lower 90 --batched
 bench_op s21-ldl-c8 ldl_factor auto 4x32,64x32,256x32,4x64,64x64,256x64 60
 tar czf "$OUT/results.tgz" -C "$OUT" r
 grep -E "^\| ldl" "$OUT/r/bench-s21-ldl-c8.txt" | cut -c1-100

@@ -7,14 +7,7 @@
 source benchmarks/plans/device_call.sh
 gpu_tests "tests/test_ldl.py" "${TEST_TIMEOUT:-300}" t1
 tests_passed t1 || { echo "tests failed (benchmarks still run)"; head -60 "$OUT/r/t1/failures.log"; }
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in racecheck synccheck; do
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$(kill_at 90)" "$SAN" --tool "$tool" \
-    --kernel-name kns=sytrf_small_block --print-limit 20 python3 benchmarks/diag/ldl_panel_sanitize.py \
-    --batched > "$OUT/r/sanitize-$tool.txt" 2>&1
-  echo "$tool rc=$? at $((SECONDS - t0)) s"; grep -E "ERROR SUMMARY|Potential|Error" \
-    "$OUT/r/sanitize-$tool.txt" | sort | uniq -c | head -8; grep -c " ok$" "$OUT/r/sanitize-$tool.txt"
-done
+sanitize_ldl sytrf_small_block 90 --batched
 SHAPES=4x16,256x16,4x32,16x32,64x32,256x32,4x64,64x64,256x64
 bench_op s22-c1-default ldl_factor auto $SHAPES 70
 JCM_LDL_SMALL_BLOCK_MAX_N=0 bench_op s22-c1-old ldl_factor auto $SHAPES 70
