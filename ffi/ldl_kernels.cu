@@ -624,7 +624,7 @@ __device__ inline PanelItem<T> panel_item(int n, int nb, T* a_all, T* w_all, T* 
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     lasyf_lower_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all, int* progress,
-                       int* ipiv_all, int* info_all, bool mirror) {
+                       int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   const int64_t item = blockIdx.x;
   const PanelItem<T> mine = panel_item(n, nb, a_all, w_all, l_all, ipiv_all);
@@ -664,8 +664,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     const bool zero_column = nothing_to_pivot(absakk, colmax, k, &info);
     if (!zero_column && !(absakk >= alpha * colmax)) {
       // Row imax of the up-to-date trailing matrix, into W(:, c + 1).
-      panel_gemv(k, c + 1, imax,
-                 [&](int i) { return mirror || i >= imax ? A(i, imax) : A(imax, i); });
+      panel_gemv(k, c + 1, imax, [&](int i) { return i < imax ? A(imax, i) : A(i, imax); });
       R rowmax;
       int unused;
       block_argmax(k, n, [&](int i) { return i == imax ? R(-1) : abs1(W(i, c + 1)); }, &rowmax,
@@ -685,18 +684,11 @@ __global__ void __launch_bounds__(kMaxThreads)
       }
       const int kk = k + kstep - 1;
       if (kp != kk) {
-        // Column kk (not yet updated: A's columns k.. are rewritten from W below) moves to kp
-        // (and row kk to row kp in a mirror); rows kk and kp swap in the panel's L so far and in
-        // W. Disjoint sets: one pass.
+        // Column kk (not yet updated: A's columns k.. are rewritten from W below) moves to kp;
+        // rows kk and kp swap in the panel's L so far and in W. Disjoint sets: one pass.
         if (tid == 0) A(kp, kp) = A(kk, kk);
-        for (int j = kk + 1 + tid; j < kp; j += nthreads) {
-          A(kp, j) = A(j, kk);
-          if (mirror) A(j, kp) = A(j, kk);
-        }
-        for (int i = kp + 1 + tid; i < n; i += nthreads) {
-          A(i, kp) = A(i, kk);
-          if (mirror) A(kp, i) = A(i, kk);
-        }
+        for (int j = kk + 1 + tid; j < kp; j += nthreads) A(kp, j) = A(j, kk);
+        for (int i = kp + 1 + tid; i < n; i += nthreads) A(i, kp) = A(i, kk);
         for (int j = j0 + tid; j < k; j += nthreads) {
           T t = A(kk, j);
           A(kk, j) = A(kp, j);
@@ -769,7 +761,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <typename T, int M>
 __global__ void __launch_bounds__(kMaxThreads)
     lasyf_lower_shared_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all,
-                              int* progress, int* ipiv_all, int* info_all, bool mirror) {
+                              int* progress, int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   const int64_t item = blockIdx.x;
   const PanelItem<T> mine = panel_item(n, nb, a_all, w_all, l_all, ipiv_all);
@@ -854,7 +846,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         const int i = row(m);
-        from[m] = i >= k && i < n ? (mirror || i >= imax ? A(i, imax) : A(imax, i)) : T(0);
+        from[m] = i >= k && i < n ? (i < imax ? A(imax, i) : A(i, imax)) : T(0);
       }
       gemv(k, c, imax, from, w1);
       best = -1;
@@ -897,22 +889,19 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (i < k || i >= n) continue;
       if (swap) {
         // The trailing matrix's column kk (not yet updated; a 2x2 step's kk = k + 1 read ahead)
-        // moves to kp: A(kp, kp), row kp's entries kk + 1 .. kp - 1 and column kp's below it
-        // (in a mirror also the other way round). Of these the next column (kk + 1) has
-        // A(kp, kk + 1) if kk + 1 < kp, else (kp = kk + 1) A(kp, kp) and the rest of column kp:
-        // the one entry another thread holds goes through x[kNext] (from row kk or kk + 1), the
-        // others are this thread's own.
+        // moves to kp: A(kp, kp), row kp's entries kk + 1 .. kp - 1 and column kp's below it.
+        // Of these the next column (kk + 1) has A(kp, kk + 1) if kk + 1 < kp, else (kp = kk + 1)
+        // A(kp, kp) and the rest of column kp: the one entry another thread holds goes through
+        // x[kNext] (from row kk or kk + 1), the others are this thread's own.
         const T v = kstep == 1 ? ak[m] : next1[m];
         if (i == kk) {
           A(kp, kp) = v;
           if (kp == kk + 1) x[kNext] = v;
         } else if (i > kk && i < kp) {
           A(kp, i) = v;
-          if (mirror) A(i, kp) = v;
           if (i == kk + 1) x[kNext] = v;
         } else if (i > kp) {
           A(i, kp) = v;
-          if (mirror) A(kp, i) = v;
           if (kp == kk + 1 && kstep == 1) next1[m] = v;
           if (kp == kk + 1 && kstep == 2) next2[m] = v;
         }
@@ -1006,7 +995,7 @@ __device__ inline bool beats(R v, int key, R best, int best_key) {
 // round trip would hold up the next step). The arithmetic of ?lasyf.
 template <typename T, int M, typename AAt, typename LAt, typename WAt>
 __device__ inline void finish_label_step(int n, int k, int c, int kp, int kstep, bool zero_column,
-                                         bool mirror, const T* x, const T (&ak)[M], T (&next1)[M],
+                                         const T* x, const T (&ak)[M], T (&next1)[M],
                                          T (&next2)[M], T (&w0)[M], const T (&w1)[M],
                                          int (&label)[M], AAt A, LAt L, WAt W) {
   const int kk = k + kstep - 1, kn = k + kstep;
@@ -1017,8 +1006,7 @@ __device__ inline void finish_label_step(int n, int k, int c, int kp, int kstep,
     if (i < k || i >= n) continue;
     if (swap) {
       // Column kk of the trailing matrix (a 2x2 step's kk = k + 1 read ahead) moves to kp:
-      // A(kp, kp), row kp's entries kk + 1 .. kp - 1, column kp below (in a mirror also the
-      // other way round).
+      // A(kp, kp), row kp's entries kk + 1 .. kp - 1, column kp below.
       const T v = kstep == 1 ? ak[m] : next1[m];
       if (i == kk) {
         A(kp, kp) = v;
@@ -1030,10 +1018,8 @@ __device__ inline void finish_label_step(int n, int k, int c, int kp, int kstep,
         if (kstep == 2) next2[m] = moved;
       } else if (i > kk && i < kp) {
         A(kp, i) = v;
-        if (mirror) A(i, kp) = v;
       } else if (i > kp) {
         A(i, kp) = v;
-        if (mirror) A(kp, i) = v;
         if (kp == kn && kstep == 1) next1[m] = v;
         if (kp == kn && kstep == 2) next2[m] = v;
       }
@@ -1123,7 +1109,7 @@ struct ClusterRow {
 template <typename T, int M>
 __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     lasyf_lower_cluster_kernel(int n, int nb, int target, T* a_all, T* w_all, T* l_all,
-                               int* progress, int* ipiv_all, int* info_all, bool mirror) {
+                               int* progress, int* ipiv_all, int* info_all) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using R = typename real_of<T>::type;
   namespace cg = cooperative_groups;
@@ -1254,7 +1240,7 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         const int i = label[m];
-        from[m] = i >= k && i < n ? (mirror || i >= imax ? A(i, imax) : A(imax, i)) : T(0);
+        from[m] = i >= k && i < n ? (i < imax ? A(imax, i) : A(i, imax)) : T(0);
       }
       __syncthreads();
       gemv(k, c, wr, from, w1);
@@ -1282,8 +1268,8 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     const bool swap = kp != kk;
     // The next W(k, 0:c)'s earlier columns: the row labelled kn after this step's trade.
     const ClusterRow src = owner(swap && kp == kn ? kk : kn);
-    finish_label_step(n, k, c, kp, kstep, zero_column, mirror, x, ak, next1, next2, w0, w1, label,
-                      A, L, W);
+    finish_label_step(n, k, c, kp, kstep, zero_column, x, ak, next1, next2, w0, w1, label, A, L,
+                      W);
     if (kn < target) {
       // The next W(k, 0:c + kstep): the earlier columns from their owner, this step's from the
       // slots (the entries of the row labelled kn).
@@ -2273,21 +2259,21 @@ bool panel_fits_shared(int64_t rows, int64_t nb) {
 template <typename D, int M>
 cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, D* a, D* w, D* l, int* progress, int* ipiv,
-                                int* info, int threads, bool mirror) {
+                                int* info, int threads) {
   const size_t smem = lasyf_shared_bytes<D>(n - (target - nb), nb);
   if (cudaError_t err = allow_shared(lasyf_lower_shared_kernel<D, M>, smem); err != cudaSuccess) {
     return err;
   }
   lasyf_lower_shared_kernel<D, M><<<static_cast<unsigned>(count), threads, smem, stream>>>(
       static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target), a, w, l, progress,
-      ipiv, info, mirror);
+      ipiv, info);
   return cudaGetLastError();
 }
 
 template <typename D>
 cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, D* a, D* w, D* l, int* progress, int* ipiv,
-                                int* info, bool mirror) {
+                                int* info) {
   // A thread per row up to 1024 rows, then 1024 threads of 2 or 4 rows each; or
   // JCM_LDL_PANEL_THREADS (with as many rows a thread as that takes), to measure (512 threads
   // from 1024 rows on: float32 1x2048 7.82 -> 8.04 ms; s19-ldl-panel-shared-t512).
@@ -2300,7 +2286,7 @@ cudaError_t launch_lasyf_shared(cudaStream_t stream, int64_t count, int64_t n, i
   if (forced && (rows + forced - 1) / forced <= kPanelMaxRowsPerThread) threads = forced;
   return with_rows_per_thread((rows + threads - 1) / threads, [&](auto m) {
     return launch_lasyf_shared<D, decltype(m)::value>(stream, count, n, nb, target, a, w, l,
-                                                      progress, ipiv, info, threads, mirror);
+                                                      progress, ipiv, info, threads);
   });
 }
 
@@ -2436,22 +2422,22 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
 template <typename D, int M>
 cudaError_t launch_lasyf_cluster(cudaStream_t stream, const ClusterPanel& shape, int64_t count,
                                  int64_t n, int64_t nb, int64_t target, D* a, D* w, D* l,
-                                 int* progress, int* ipiv, int* info, bool mirror) {
+                                 int* progress, int* ipiv, int* info) {
   if (cudaError_t err = prepare_cluster_kernel<D, M>(shape); err != cudaSuccess) return err;
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config = cluster_config<D, M>(shape, count, stream, &attribute);
   return cudaLaunchKernelEx(&config, lasyf_lower_cluster_kernel<D, M>, static_cast<int>(n),
                             static_cast<int>(nb), static_cast<int>(target), a, w, l, progress,
-                            ipiv, info, mirror);
+                            ipiv, info);
 }
 
 template <typename D>
 cudaError_t launch_lasyf_cluster(cudaStream_t stream, const ClusterPanel& shape, int64_t count,
                                  int64_t n, int64_t nb, int64_t target, D* a, D* w, D* l,
-                                 int* progress, int* ipiv, int* info, bool mirror) {
+                                 int* progress, int* ipiv, int* info) {
   return with_rows_per_thread(shape.per_thread, [&](auto m) {
     return launch_lasyf_cluster<D, decltype(m)::value>(stream, shape, count, n, nb, target, a, w,
-                                                       l, progress, ipiv, info, mirror);
+                                                       l, progress, ipiv, info);
   });
 }
 
@@ -2466,7 +2452,7 @@ int64_t lasyf_panel_width(int64_t rows, int64_t nb, int64_t count) {
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
-                                int* info, int threads, bool mirror) {
+                                int* info, int threads) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (nb < 1 || nb > kLdlMaxBlock || target < nb || target >= n || n > INT32_MAX ||
@@ -2479,59 +2465,15 @@ cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (const ClusterPanel shape = cluster_panel_shape<D>(n - (target - nb), nb, count);
       shape.ranks > 0) {
     return launch_lasyf_cluster<D>(stream, shape, count, n, nb, target, ad, wd, ldd, progress,
-                                   ipiv, info, mirror);
+                                   ipiv, info);
   }
   if (panel_fits_shared<D>(n - (target - nb), nb)) {
-    return launch_lasyf_shared<D>(stream, count, n, nb, target, ad, wd, ldd, progress, ipiv, info,
-                                  mirror);
+    return launch_lasyf_shared<D>(stream, count, n, nb, target, ad, wd, ldd, progress, ipiv, info);
   }
   lasyf_lower_kernel<D><<<static_cast<unsigned>(count), threads, (nb + 1) * sizeof(D), stream>>>(
       static_cast<int>(n), static_cast<int>(nb), static_cast<int>(target), ad, wd, ldd, progress,
-      ipiv, info, mirror);
+      ipiv, info);
   return cudaGetLastError();
-}
-
-// A 32 x 32 tile of the strictly lower triangle (tile row >= tile column) through shared memory
-// to its mirror: coalesced reads down the tile's columns, coalesced writes down the mirror's.
-constexpr int kMirrorTile = 32;
-
-template <typename T>
-__global__ void __launch_bounds__(kMirrorTile * 8)
-    ldl_mirror_lower_kernel(int n, T* a_all) {
-  const int tile_row = blockIdx.x, tile_col = blockIdx.y;
-  if (tile_row < tile_col) return;
-  __shared__ T tile[kMirrorTile][kMirrorTile + 1];
-  T* a = a_all + static_cast<int64_t>(blockIdx.z) * n * n;
-  const int i0 = tile_row * kMirrorTile, j0 = tile_col * kMirrorTile;
-  const int tx = threadIdx.x % kMirrorTile, ty = threadIdx.x / kMirrorTile;
-  constexpr int kStep = kMirrorTile * 8 / kMirrorTile;
-  for (int jj = ty; jj < kMirrorTile; jj += kStep) {
-    const int i = i0 + tx, j = j0 + jj;
-    if (i < n && j < n) tile[jj][tx] = a[i + static_cast<int64_t>(j) * n];
-  }
-  __syncthreads();
-  // The mirror's column i (i0 + ii), rows j0 + tx: A(j, i) = A(i, j) where j < i.
-  for (int ii = ty; ii < kMirrorTile; ii += kStep) {
-    const int i = i0 + ii, j = j0 + tx;
-    if (i < n && j < i) a[j + static_cast<int64_t>(i) * n] = tile[tx][ii];
-  }
-}
-
-template <typename T>
-cudaError_t ldl_mirror_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a) {
-  using D = typename device_type<T>::type;
-  if (count <= 0 || n <= 1) return cudaSuccess;
-  const int64_t tiles = (n + kMirrorTile - 1) / kMirrorTile;
-  if (n > INT32_MAX || tiles > 65535) return cudaErrorInvalidValue;
-  for (int64_t begin = 0; begin < count; begin += 65535) {
-    const int64_t items = std::min<int64_t>(65535, count - begin);
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(tiles),
-                    static_cast<unsigned>(items));
-    ldl_mirror_lower_kernel<D><<<grid, kMirrorTile * 8, 0, stream>>>(
-        static_cast<int>(n), reinterpret_cast<D*>(a) + begin * n * n);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
 }
 
 template <typename T>
@@ -2704,8 +2646,7 @@ cudaError_t ldl_solve_diagonal(cudaStream_t stream, int64_t count, int64_t n, in
   template cudaError_t sytf2_lower_tail_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,    \
                                                    const int*, T*, int*, int*, int);            \
   template cudaError_t lasyf_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int64_t,  \
-                                              T*, T*, T*, int*, int*, int*, int, bool);         \
-  template cudaError_t ldl_mirror_lower_batched<T>(cudaStream_t, int64_t, int64_t, T*);          \
+                                              T*, T*, T*, int*, int*, int*, int);               \
   template int64_t lasyf_panel_width<T>(int64_t, int64_t, int64_t);                              \
   template cudaError_t sytrs_lower_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, const T*, \
                                               const int64_t*, T*);                              \

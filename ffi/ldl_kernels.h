@@ -58,19 +58,11 @@ cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_
 // already set) in the whole matrix's numbering. w and l (count x n x (nb + 1) each) receive the
 // trailing update's operands: A(target:, target:) -= L W^T over the lower triangle. The panel's
 // L and W sit in shared memory where they fit (see lasyf_panel_width: one block's, or a
-// cluster's), else in w and l (L2). `mirror`: the trailing matrices' upper triangles mirror their
-// lower ones (ldl_mirror_lower_batched, then GEMMs over the whole trailing square), so the
-// candidate pivot's row is read down its column, coalesced, instead of along the row, n apart;
-// the panel then keeps the mirror through its interchanges.
+// cluster's), else in w and l (L2).
 template <typename T>
 cudaError_t lasyf_lower_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nb,
                                 int64_t target, T* a, T* w, T* l, int* progress, int* ipiv,
-                                int* info, int threads, bool mirror);
-
-// A(i, j) = A(j, i) for i < j in `count` column-major n x n matrices: the upper triangles made
-// the mirror of the lower ones.
-template <typename T>
-cudaError_t ldl_mirror_lower_batched(cudaStream_t stream, int64_t count, int64_t n, T* a);
+                                int* info, int threads);
 
 // Narrowest panel width lasyf_panel_width gives (a power-of-two fraction of the block).
 inline constexpr int64_t kLdlMinSharedBlock = 8;

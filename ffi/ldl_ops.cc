@@ -183,15 +183,6 @@ inline int64_t ldl_update_block(int64_t count, int64_t n) {
   return count == 1 ? n : kLdlUpdateBlock;
 }
 
-// Whether the panels read their candidate pivot's row down the mirror of the lower triangle
-// (lasyf_lower_batched's `mirror`) where the GEMMs cover the whole trailing square (update_block
-// >= n): each interchange then writes the row it moves twice, but no step waits on a row read n
-// elements apart. JCM_LDL_MIRROR=0 reads along the row, to measure.
-inline bool ldl_mirror(int64_t update_block, int64_t n) {
-  static const bool enabled = block_size_from_env("JCM_LDL_MIRROR", 1, 0, 1) != 0;
-  return enabled && update_block >= n;
-}
-
 template <typename T>
 ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                          const sytrf_traits<T>& op) {
@@ -217,9 +208,6 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       int* ipiv = op.ipiv + begin * n;
       int* info = op.info + begin;
       JCM_CUDA(cudaMemsetAsync(progress, 0, count * sizeof(int), ctx.stream));
-      const int64_t update_block = ldl_update_block(count, n);
-      const bool mirror = ldl_mirror(update_block, n);
-      if (mirror) JCM_CUDA(ldl_mirror_lower_batched(ctx.stream, count, n, a));
       // done: the last panel's target (every matrix has reached it or one more). A panel is
       // narrower than nb where that is what fits its rows in shared memory (lasyf_panel_width).
       int64_t done = 0;
@@ -228,11 +216,11 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
         const int64_t target = done + width;
         if (n - target < nb) break;
         JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, width, target, a, w, l, progress,
-                                     ipiv, info, ldl_threads(LdlKernel::kPanel, n, count),
-                                     mirror));
+                                     ipiv, info, ldl_threads(LdlKernel::kPanel, n, count)));
         // A(target:, target:) -= L W^T, block column by block column from the diagonal down
         // (transpose, not conjugate: complex symmetric). The kernel packs each matrix's L and W
         // at n (width + 1) elements apart.
+        const int64_t update_block = ldl_update_block(count, n);
         const int64_t stride = n * (width + 1);
         for (int64_t c = target; c < n; c += update_block) {
           const int64_t cols = std::min(update_block, n - c);

@@ -839,44 +839,6 @@ def test_shared_panel_matches_global_panel(tmp_path):
             assert err <= 10 * rtol_for(dtype, n), key
 
 
-def mirror_cases():
-    """test_mirrored_panels_match_row_reads' single matrices: one-block panels (300; 1100 in
-    float32 and complex64), cluster panels first (1100 in float64 and complex128, 2048 in
-    float32), random, with 2x2 pivots first (zero diagonal) and interchanges with the next rows
-    (banded); their upper triangles garbage, which the factorization must not read."""
-    rng = np.random.default_rng(13)
-    cases = {}
-    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
-        for n in (300, 1100):
-            for kind in ("indefinite", "zero_diagonal", "banded"):
-                a = symmetric(rng, (1, n, n), dtype, kind=kind).astype(dtype)
-                a += np.triu(_gaussian(rng, (1, n, n), dtype), 1).astype(dtype)
-                cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a
-    cases["float32/2048/indefinite"] = symmetric(rng, (1, 2048, 2048), np.float32).astype(
-        np.float32)
-    return cases
-
-
-@requires_gpu
-def test_mirrored_panels_match_row_reads(tmp_path):
-    # A single matrix's panels read each candidate pivot's row down the mirror of the lower
-    # triangle (ldl_ops.cc ldl_mirror: its GEMMs cover the whole trailing square), and keep the
-    # mirror through their interchanges; JCM_LDL_MIRROR=0 reads along the row, as for a batch.
-    # The same pivots in float64 / complex128 and the same factor to rounding (the mirror is
-    # the GEMMs' to rounding); every factor reconstructs the matrix of A's lower triangle.
-    mirrored = _factors_in_child(tmp_path / "mirror.npz", "mirror_cases", "blocked")
-    rows = _factors_in_child(tmp_path / "rows.npz", "mirror_cases", "blocked", JCM_LDL_MIRROR="0")
-    for key, a in mirror_cases().items():
-        dtype, n = a.dtype, a.shape[-1]
-        for got in (mirrored, rows):
-            check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
-        if dtype in (np.float64, np.complex128):
-            np.testing.assert_array_equal(mirrored[key + "/piv"], rows[key + "/piv"],
-                                          err_msg=key)
-            err = rel_err(mirrored[key + "/ld"], rows[key + "/ld"])
-            assert err <= 10 * rtol_for(dtype, n), key
-
-
 def small_kernel_cases():
     """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32), the
     small block kernel's one and two rows a lane (two copies of the matrix, to 64) and four (one
