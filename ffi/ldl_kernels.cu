@@ -391,26 +391,23 @@ __global__ void __launch_bounds__(32)
 // shared memory, and every warp finds the step's pivot itself from it: the same reads, so the
 // same decisions, with nothing to share. A step's writes to the trailing matrix would race the
 // other warps' reads of the searched columns where one of them stays in it (a 1x1 step after the
-// second search), so up to n = 64 (kTwoCopies) the matrix is there twice: step s reads copy s % 2
-// and writes the trailing matrix to the other, and a step has one barrier (its end) where
-// sytrf_lower_kernel's has three. Above, where two copies would not fit (float64 n = 128: 256
-// KB), such steps take a second barrier before their writes. Thread (lane, warp) holds rows
-// lane + 32 i (i < kRows) of columns warp + W j (j < kCols), W = blockDim.x / 32, and their
-// labels; column k of L and D goes out at the rows' labels of that moment, from warp k % W.
-// Copies of the matrix sytrf_small_block_kernel keeps in shared memory, n <= 32 rows.
-__host__ __device__ constexpr int small_block_copies(int rows) { return rows <= 2 ? 2 : 1; }
-
+// second search), so the matrix is there twice: step s reads copy s % 2 and writes the trailing
+// matrix to the other, and a step has one barrier (its end) where sytrf_lower_kernel's has
+// three. Thread (lane, warp) holds rows lane + 32 i (i < kRows) of columns warp + W j (j <
+// kCols), W = blockDim.x / 32, and their labels; column k of L and D goes out at the rows'
+// labels of that moment, from warp k % W. (Up to n = 128 with one copy and a second barrier in
+// those steps, 8 or 16 warps, it was slower than the ?sytf2 kernel: H100 float32 1 x 96 0.196 /
+// 0.286 against 0.183 ms, 1 x 128 0.290 / 0.413 against 0.225; s23-c1-small128*, s23-c1-sytf2.)
 template <typename T, int kRows, int kCols>
 __global__ void __launch_bounds__(32 * (32 * kRows / kCols))  // n <= 32 kRows
     sytrf_small_block_kernel(int n, T* a_all, int* ipiv_all, int* info_all) {
   using R = typename real_of<T>::type;
   constexpr unsigned kAll = 0xffffffffu;
   constexpr int kPast = INT_MAX;  // the label of a row or column past n: never takes part
-  constexpr bool kTwoCopies = small_block_copies(kRows) == 2;
   const int size = n * n;
   T* a = a_all + static_cast<int64_t>(blockIdx.x) * size;
   int* ipiv = ipiv_all + static_cast<int64_t>(blockIdx.x) * n;
-  T* copies = reinterpret_cast<T*>(dynamic_shared());  // one or two n x n copies, ld n
+  T* copies = reinterpret_cast<T*>(dynamic_shared());  // two n x n copies, ld n
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   // The lower triangle, mirrored.
   for (int e = threadIdx.x; e < size; e += blockDim.x) {
@@ -437,8 +434,8 @@ __global__ void __launch_bounds__(32 * (32 * kRows / kCols))  // n <= 32 kRows
   __syncthreads();
 
   for (int k = 0, step = 0; k < n; ++step) {
-    const T* cur = kTwoCopies ? copies + (step & 1) * size : copies;
-    T* next = kTwoCopies ? copies + ((step + 1) & 1) * size : copies;
+    const T* cur = copies + (step & 1) * size;
+    T* next = copies + ((step + 1) & 1) * size;
     const int p = row_of(k);
     // colmax over the rows labelled k + 1.. of column k (physical p), ties to the smaller label.
     R best = -1;
@@ -516,8 +513,6 @@ __global__ void __launch_bounds__(32 * (32 * kRows / kCols))  // n <= 32 kRows
         }
       }
     };
-    // One copy: a 1x1 step after the second search keeps column p or q in the trailing matrix.
-    if (!kTwoCopies && kstep == 1 && second_search) __syncthreads();
     const bool writes_l = warp == k % warps;
     if (zero_column) {
       if (writes_l) {
@@ -526,7 +521,7 @@ __global__ void __launch_bounds__(32 * (32 * kRows / kCols))  // n <= 32 kRows
           if (row_label[i] >= k && row_label[i] < n) a[row_label[i] + k * n] = x_row[i];
         }
       }
-      if (kTwoCopies) update_trailing([](int, int, T v) { return v; });
+      update_trailing([](int, int, T v) { return v; });
     } else if (kstep == 1) {
       const T d = cur[p0 + p0 * n];
       if (writes_l && lane == 0) a[k + k * n] = d;
@@ -2182,7 +2177,7 @@ template <typename T, int kRows, int kCols>
 cudaError_t launch_sytrf_small_block(cudaStream_t stream, int64_t count, int64_t n, T* a,
                                      int* ipiv, int* info) {
   const int threads = 32 * static_cast<int>((n + kCols - 1) / kCols);
-  const size_t smem_bytes = small_block_copies(kRows) * static_cast<size_t>(n * n) * sizeof(T);
+  const size_t smem_bytes = 2 * static_cast<size_t>(n * n) * sizeof(T);
   auto kernel = sytrf_small_block_kernel<T, kRows, kCols>;
   if (cudaError_t err = allow_shared(kernel, smem_bytes); err != cudaSuccess) return err;
   kernel<<<static_cast<unsigned>(count), threads, smem_bytes, stream>>>(static_cast<int>(n), a,
@@ -2195,7 +2190,7 @@ cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_
                                       int* ipiv, int* info, int cols) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
-  if (n > kLdlSmallBlockMaxN<T> || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (n > kLdlSmallBlockMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
   D* ad = reinterpret_cast<D*>(a);
   if (n <= 32) {
     if (cols <= 1) return launch_sytrf_small_block<D, 1, 1>(stream, count, n, ad, ipiv, info);
@@ -2203,17 +2198,10 @@ cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_
     if (cols <= 4) return launch_sytrf_small_block<D, 1, 4>(stream, count, n, ad, ipiv, info);
     return launch_sytrf_small_block<D, 1, 8>(stream, count, n, ad, ipiv, info);
   }
-  if (n <= 64) {
-    if (cols <= 2) return launch_sytrf_small_block<D, 2, 2>(stream, count, n, ad, ipiv, info);
-    if (cols <= 4) return launch_sytrf_small_block<D, 2, 4>(stream, count, n, ad, ipiv, info);
-    if (cols <= 8) return launch_sytrf_small_block<D, 2, 8>(stream, count, n, ad, ipiv, info);
-    return launch_sytrf_small_block<D, 2, 16>(stream, count, n, ad, ipiv, info);
-  }
-  if constexpr (kLdlSmallBlockMaxN<T> > 64) {
-    if (cols <= 8) return launch_sytrf_small_block<D, 4, 8>(stream, count, n, ad, ipiv, info);
-    return launch_sytrf_small_block<D, 4, 16>(stream, count, n, ad, ipiv, info);
-  }
-  return cudaErrorInvalidValue;  // not reached: n <= kLdlSmallBlockMaxN<T>
+  if (cols <= 2) return launch_sytrf_small_block<D, 2, 2>(stream, count, n, ad, ipiv, info);
+  if (cols <= 4) return launch_sytrf_small_block<D, 2, 4>(stream, count, n, ad, ipiv, info);
+  if (cols <= 8) return launch_sytrf_small_block<D, 2, 8>(stream, count, n, ad, ipiv, info);
+  return launch_sytrf_small_block<D, 2, 16>(stream, count, n, ad, ipiv, info);
 }
 
 template <typename T>

@@ -37,16 +37,15 @@ template <typename T>
 cudaError_t sytrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, T* a, int* ipiv,
                                 int* info);
 
-// Largest n of sytrf_small_block_batched: 128, 64 for complex128 (its one copy of the matrix in
-// shared memory would not fit).
-template <typename T>
-inline constexpr int64_t kLdlSmallBlockMaxN = sizeof(T) <= 8 ? 128 : 64;
+// Largest n of sytrf_small_block_batched (two copies of a complex128 matrix: 128 KiB of shared
+// memory).
+inline constexpr int64_t kLdlSmallBlockMaxN = 64;
 
 // sytrf_small_batched's factorization (the same pivots, L and D, to the bit) for n <=
-// kLdlSmallBlockMaxN with one block per matrix, the matrix mirrored in shared memory (twice up to
-// n = 64) and one barrier a step (two in some steps above n = 64; ldl_kernels.cu
-// sytrf_small_block_kernel). `cols`: columns each thread updates (1, 2, 4 or 8 up to n = 32; 2,
-// 4, 8 or 16 up to 64; 8 or 16 above), so 32 ceil(n / cols) threads a block.
+// kLdlSmallBlockMaxN with one block per matrix, the matrix mirrored twice in shared memory and
+// one barrier a step (ldl_kernels.cu sytrf_small_block_kernel). `cols`: columns each thread
+// updates (1, 2, 4 or 8 up to n = 32; 2, 4, 8 or 16 above), so 32 ceil(n / cols) threads a
+// block.
 template <typename T>
 cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_t n, T* a,
                                       int* ipiv, int* info, int cols);

@@ -65,15 +65,12 @@ inline int64_t ldl_warp_max_n() {
 // Past the warp kernel's n and up to this one, the batched factorization runs the block kernel
 // with the matrix mirrored in shared memory (sytrf_small_block_batched: one barrier a step, every
 // warp taking the step's decision itself) instead of sytrf_lower_kernel (three barriers a step):
-// n <= 64, where it was measured (H100, s22-c1-*, the grid). The kernel takes n <= 128 (one copy
-// of the matrix, tests passed: gpu-tests/session22-c5), not yet measured against the ?sytf2
-// kernel and the blocked factorization there. JCM_LDL_SMALL_BLOCK_MAX_N (0 ..
-// kLdlSmallBlockMaxN; 0: never) sets it.
-template <typename T>
+// n <= kLdlSmallBlockMaxN = 64 (H100, s22-c1-*, the grid). JCM_LDL_SMALL_BLOCK_MAX_N (0 ..
+// kLdlSmallBlockMaxN; 0: never) sets it, to measure.
 inline int64_t ldl_small_block_max_n() {
   static const int64_t forced =
-      block_size_from_env("JCM_LDL_SMALL_BLOCK_MAX_N", -1, 0, kLdlSmallBlockMaxN<T>);
-  return forced >= 0 ? forced : std::min<int64_t>(64, kLdlSmallBlockMaxN<T>);
+      block_size_from_env("JCM_LDL_SMALL_BLOCK_MAX_N", -1, 0, kLdlSmallBlockMaxN);
+  return forced >= 0 ? forced : kLdlSmallBlockMaxN;
 }
 
 // Columns each thread of sytrf_small_block_batched updates: fewer warps, each searching every
@@ -84,7 +81,7 @@ inline int64_t ldl_small_block_max_n() {
 inline int ldl_small_block_cols(int64_t n) {
   static const int64_t forced = block_size_from_env("JCM_LDL_SMALL_BLOCK_COLS", 0, 1, 16);
   if (forced) return static_cast<int>(forced);
-  return n <= 32 ? 4 : n <= 64 ? 8 : 16;
+  return n <= 32 ? 4 : 8;
 }
 
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
@@ -132,7 +129,7 @@ struct sytrf_traits {
     if (n <= ldl_warp_max_n()) {
       JCM_CUDA(sytrf_small_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                    ipiv + begin * n, info + begin));
-    } else if (n <= ldl_small_block_max_n<T>()) {
+    } else if (n <= ldl_small_block_max_n()) {
       JCM_CUDA(sytrf_small_block_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                          ipiv + begin * n, info + begin,
                                          ldl_small_block_cols(n)));

@@ -841,15 +841,15 @@ def test_shared_panel_matches_global_panel(tmp_path):
 
 def small_kernel_cases():
     """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32), the
-    small block kernel's one and two rows a lane (two copies of the matrix, to 64) and four (one
-    copy, to 128; complex128 takes the ?sytf2 block kernel there), random, with 2x2 pivots
-    first (zero diagonal), interchanges with the next rows (banded), an exact zero in D
-    (singular), exact ties in the argmaxes (entries in {-1, 0, 1}) and a NaN in one matrix."""
+    small block kernel's one and two rows a lane (to 64) and just past it (65: the ?sytf2 block
+    kernel), random, with 2x2 pivots first (zero diagonal), interchanges with the next rows
+    (banded), an exact zero in D (singular), exact ties in the argmaxes (entries in {-1, 0, 1})
+    and a NaN in one matrix."""
     rng = np.random.default_rng(12)
     cases = {}
     for dtype in (np.float32, np.float64, np.complex128):
         name = np.dtype(dtype).name
-        for n in (2, 5, 17, 32, 33, 64, 65, 100, 128):
+        for n in (2, 5, 17, 32, 33, 64, 65):
             for kind in ("indefinite", "zero_diagonal", "banded", "singular"):
                 a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
                 cases[f"{name}/{n}/{kind}"] = a
@@ -869,8 +869,8 @@ def _batched_factors_in_child(path, **env):
 def test_small_block_kernel_matches_the_other_kernels(tmp_path):
     # The small block kernel (sytrf_small_block_kernel: the matrix mirrored in shared memory,
     # rows relabelled, one barrier a step) with every thread shape it has (columns a thread 1, 2,
-    # 4, 8 up to n = 32; 2, 4, 8, 16 to 64; 8, 16 above; JCM_LDL_WARP_MAX_N=0 and
-    # JCM_LDL_SMALL_BLOCK_MAX_N=128 so that it takes every n up to 128), in children (the settings are read once per process), against the warp
+    # 4, 8 up to n = 32; 2, 4, 8, 16 to 64; JCM_LDL_WARP_MAX_N=0 so that it takes every n up to
+    # 64), in children (the settings are read once per process), against the warp
     # kernel (n <= 32, forced for every dtype) and the block kernel it replaces
     # (sytrf_lower_kernel). Its thread shapes: the same bits. Every kernel: the same pivots in
     # float64 / complex128 (the same arithmetic; float32's rounding may steer a tie elsewhere),
@@ -878,7 +878,6 @@ def test_small_block_kernel_matches_the_other_kernels(tmp_path):
     # LAPACK's own pivots up to n = 64 (where its ?sytrf does not block).
     small = {cols: _batched_factors_in_child(tmp_path / f"small{cols}.npz",
                                              JCM_LDL_WARP_MAX_N="0",
-                                             JCM_LDL_SMALL_BLOCK_MAX_N="128",
                                              **({"JCM_LDL_SMALL_BLOCK_COLS": str(cols)}
                                                 if cols else {}))
              for cols in (0, 1, 2, 4, 16)}  # 0: the default

@@ -1,4 +1,4 @@
-"""Whether the small block kernel's factors (sytrf_small_block_kernel, every n <= 128) equal the
+"""Whether the small block kernel's factors (sytrf_small_block_kernel, every n <= 64) equal the
 warp kernel's (n <= 32) and the ?sytf2 block kernel's to the bit, on tests/test_ldl.py's
 small_kernel_cases (the test asserts the pivots and the factor to rounding). Run from the
 repository root on a GPU: python benchmarks/diag/ldl_small_bits.py"""
@@ -14,8 +14,7 @@ sys.path.insert(0, "tests")
 from test_ldl import _batched_factors_in_child, small_kernel_cases  # noqa: E402
 
 tmp = pathlib.Path(tempfile.mkdtemp())
-small = _batched_factors_in_child(tmp / "small.npz", JCM_LDL_WARP_MAX_N="0",
-                                  JCM_LDL_SMALL_BLOCK_MAX_N="128")
+small = _batched_factors_in_child(tmp / "small.npz", JCM_LDL_WARP_MAX_N="0")
 others = {
     "warp": _batched_factors_in_child(tmp / "warp.npz", JCM_LDL_WARP_MAX_N="32",
                                       JCM_LDL_SMALL_BLOCK_MAX_N="0"),
