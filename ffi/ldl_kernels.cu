@@ -2192,16 +2192,22 @@ cudaError_t sytrf_small_block_batched(cudaStream_t stream, int64_t count, int64_
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kLdlSmallBlockMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
   D* ad = reinterpret_cast<D*>(a);
-  if (n <= 32) {
-    if (cols <= 1) return launch_sytrf_small_block<D, 1, 1>(stream, count, n, ad, ipiv, info);
-    if (cols <= 2) return launch_sytrf_small_block<D, 1, 2>(stream, count, n, ad, ipiv, info);
-    if (cols <= 4) return launch_sytrf_small_block<D, 1, 4>(stream, count, n, ad, ipiv, info);
-    return launch_sytrf_small_block<D, 1, 8>(stream, count, n, ad, ipiv, info);
-  }
-  if (cols <= 2) return launch_sytrf_small_block<D, 2, 2>(stream, count, n, ad, ipiv, info);
-  if (cols <= 4) return launch_sytrf_small_block<D, 2, 4>(stream, count, n, ad, ipiv, info);
-  if (cols <= 8) return launch_sytrf_small_block<D, 2, 8>(stream, count, n, ad, ipiv, info);
-  return launch_sytrf_small_block<D, 2, 16>(stream, count, n, ad, ipiv, info);
+  // kRows rows a lane (n <= 32 kRows), kRows .. 8 kRows columns a thread.
+  auto launch = [&](auto rows) {
+    constexpr int kRows = decltype(rows)::value;
+    if (cols <= kRows) {
+      return launch_sytrf_small_block<D, kRows, kRows>(stream, count, n, ad, ipiv, info);
+    }
+    if (cols <= 2 * kRows) {
+      return launch_sytrf_small_block<D, kRows, 2 * kRows>(stream, count, n, ad, ipiv, info);
+    }
+    if (cols <= 4 * kRows) {
+      return launch_sytrf_small_block<D, kRows, 4 * kRows>(stream, count, n, ad, ipiv, info);
+    }
+    return launch_sytrf_small_block<D, kRows, 8 * kRows>(stream, count, n, ad, ipiv, info);
+  };
+  if (n <= 32) return launch(std::integral_constant<int, 1>{});
+  return launch(std::integral_constant<int, 2>{});
 }
 
 template <typename T>

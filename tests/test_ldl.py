@@ -870,8 +870,8 @@ def test_small_block_kernel_matches_the_other_kernels(tmp_path):
     # The small block kernel (sytrf_small_block_kernel: the matrix mirrored in shared memory,
     # rows relabelled, one barrier a step) with every thread shape it has (columns a thread 1, 2,
     # 4, 8 up to n = 32; 2, 4, 8, 16 to 64; JCM_LDL_WARP_MAX_N=0 so that it takes every n up to
-    # 64), in children (the settings are read once per process), against the warp
-    # kernel (n <= 32, forced for every dtype) and the block kernel it replaces
+    # 64), in children (the settings are read once per process), against the warp kernel
+    # (n <= 32, forced for every dtype) and the block kernel it replaces
     # (sytrf_lower_kernel). Its thread shapes: the same bits. Every kernel: the same pivots in
     # float64 / complex128 (the same arithmetic; float32's rounding may steer a tie elsewhere),
     # the same factor to rounding, and a factor that reconstructs A; NaN stays in its matrix.

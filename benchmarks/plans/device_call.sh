@@ -37,12 +37,13 @@ kill_at() {
   echo $(( $1 < left ? $1 : left ))
 }
 
-# gpu_tests "FILES" [TIMEOUT] [NAME]: those test files on the GPU (the slow stream / thread tests
-# left out), logs under $OUT/r/NAME (default t1); prints the failures and pytest's last line.
+# gpu_tests "FILES" [TIMEOUT] [NAME] [SELECT]: those test files on the GPU, the tests pytest's -k
+# SELECT picks (default: the slow stream / thread tests left out), logs under $OUT/r/NAME (default
+# t1); prints the failures and pytest's last line.
 gpu_tests() {
-  local name=${3:-t1}
+  local name=${3:-t1} select=${4:-not stream_semantics and not threads_gpu}
   SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT="${2:-200}" OUT="$OUT/r/$name" TESTS="$1" \
-    PYTEST_ARGS="-k 'not stream_semantics and not threads_gpu'" \
+    PYTEST_ARGS="-k '$select'" \
     bash benchmarks/gpu_session.sh > "$OUT/r/tests-$name.txt" 2>&1
   grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests-$name.txt" | head -30
   tail -1 "$OUT/r/$name/pytest.log"

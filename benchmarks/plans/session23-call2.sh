@@ -7,20 +7,12 @@
 # matrices) and the new mirror-against-rows test, then ldl_factor at a single 256 .. 2048 with
 # the mirror and without (JCM_LDL_MIRROR=0), then the rest of tests/test_ldl.py.
 source benchmarks/plans/device_call.sh
-SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT="$(kill_at 120)" OUT="$OUT/r/t1" TESTS="tests/test_ldl.py" \
-  PYTEST_ARGS="-k 'mirror or blocked or panel'" bash benchmarks/gpu_session.sh \
-  > "$OUT/r/tests-t1.txt" 2>&1
-grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests-t1.txt" | head -20; tail -1 "$OUT/r/t1/pytest.log"
-echo "tests done at $((SECONDS - t0)) s"
+gpu_tests "tests/test_ldl.py" "$(kill_at 120)" t1 "mirror or blocked or panel"
 tar czf "$OUT/results.tgz" -C "$OUT" r
 S=1x256,1x512,1x1024,1x2048
 bench_op s23-c2-mirror ldl_factor auto $S 45
 JCM_LDL_MIRROR=0 bench_op s23-c2-rows ldl_factor auto $S 45
 tar czf "$OUT/results.tgz" -C "$OUT" r
 for f in "$OUT"/r/bench-s23-c2-*.txt; do echo "== ${f##*/}"; grep -E "^\| ldl" "$f" | cut -c1-90; done
-SKIP_BUILD=1 SKIP_BENCH=1 TEST_TIMEOUT="$(kill_at 200)" OUT="$OUT/r/t2" TESTS="tests/test_ldl.py" \
-  PYTEST_ARGS="-k 'not (mirror or blocked or panel)'" bash benchmarks/gpu_session.sh \
-  > "$OUT/r/tests-t2.txt" 2>&1
-grep -E "FAILED|ERROR|CUT SHORT" "$OUT/r/tests-t2.txt" | head -20; tail -1 "$OUT/r/t2/pytest.log"
-echo "tests done at $((SECONDS - t0)) s"
+gpu_tests "tests/test_ldl.py" "$(kill_at 200)" t2 "not (mirror or blocked or panel)"
 tar czf "$OUT/results.tgz" -C "$OUT" r
