@@ -936,13 +936,21 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
   }
 
-  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel.
+  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel. Each
+  // thread walks its own rows column by column with pointers (a 64-bit element offset worked
+  // out again for every entry made these write-outs a fifth of a 1024-row panel's instructions:
+  // ncu, gpu-tests/session23-c6); each store is still one warp's consecutive rows.
   const int kb = k - j0;
-  for (int cc = 0; cc <= nb; ++cc) {
-    for (int i = target + tid; i < n; i += nthreads) {
-      const bool live = i >= k && cc < kb;
-      l[i + static_cast<int64_t>(cc) * n] = live ? L(i, cc) : T(0);
-      w[i + static_cast<int64_t>(cc) * n] = live ? W(i, cc) : T(0);
+  for (int i = target + tid; i < n; i += nthreads) {
+    const T* l_row = &L(i, 0);
+    const T* w_row = &W(i, 0);
+    T* l_out = l + i;
+    T* w_out = w + i;
+    const int live_cols = i >= k ? kb : 0;
+    for (int cc = 0; cc <= nb; ++cc, l_row += ld, w_row += ld, l_out += n, w_out += n) {
+      const bool live = cc < live_cols;
+      *l_out = live ? *l_row : T(0);
+      *w_out = live ? *w_row : T(0);
     }
   }
   __syncthreads();  // L's rows are read out before the interchanges are undone
@@ -963,8 +971,12 @@ __global__ void __launch_bounds__(kMaxThreads)
                             });
   }
   __syncthreads();
-  for (int cc = 0; cc < kb; ++cc) {
-    for (int i = j0 + cc + tid; i < n; i += nthreads) A(i, j0 + cc) = L(i, cc);
+  // Row i's entries of the panel's columns j0 .. min(i, k - 1), the same way.
+  for (int i = j0 + tid; i < n; i += nthreads) {
+    const T* l_row = &L(i, 0);
+    T* a_out = &A(i, j0);
+    const int cols = min(kb, i - j0 + 1);
+    for (int cc = 0; cc < cols; ++cc, l_row += ld, a_out += n) *a_out = *l_row;
   }
 }
 
