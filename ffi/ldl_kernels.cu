@@ -787,15 +787,20 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int j0 = progress[item];
   int info = 0;
 
-  // out[m] = from[m] - L(row, 0:c) W(r, 0:c)^T over this thread's rows i >= k.
+  // out[m] = from[m] - L(row, 0:c) W(r, 0:c)^T over this thread's rows i >= k. By column
+  // pointers and a predicate worked out once: indexing L(row(m), cc) and W(r, cc) afresh took
+  // ~6 integer instructions an FFMA (SASS), in the loop that is most of a step.
   auto gemv = [&](int k, int c, int r, const T (&from)[M], T (&out)[M]) {
+    bool live[M];
 #pragma unroll
-    for (int m = 0; m < M; ++m) out[m] = from[m];
-    for (int cc = 0; cc < c; ++cc) {
-      const T wr = W(r, cc);
+    for (int m = 0; m < M; ++m) out[m] = from[m], live[m] = row(m) >= k && row(m) < n;
+    const T* l_col = ls + tid;  // L(row(m), cc) at l_col[m * nthreads]
+    const T* w_col = &W(r, 0);
+    for (int cc = 0; cc < c; ++cc, l_col += ld, w_col += ld) {
+      const T wr = *w_col;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        if (row(m) >= k && row(m) < n) out[m] -= L(row(m), cc) * wr;
+        if (live[m]) out[m] -= l_col[m * nthreads] * wr;
       }
     }
   };
@@ -1062,31 +1067,43 @@ __device__ inline void finish_label_step(int n, int k, int c, int kp, int kstep,
 // left): the GEMMs' operands (rows target.., zero outside this panel) from this thread's rows,
 // and its rows of L to A where ?lasyf's end leaves them: each interchange undone in the panel's
 // columns left of its own step, which moves row i's entry of column cc to the row the later
-// steps' interchanges take it to. piv: the panel's pivots, as ipiv (0-based column).
+// steps' interchanges take it to. piv: the panel's pivots, as ipiv (0-based column); ld: the
+// column stride of L and W.
 template <typename T, int M, typename LAt, typename WAt>
 __device__ inline void write_label_panel(int n, int nb, int target, int j0, int k, const int* piv,
-                                         const int (&label)[M], T* a, T* w, T* l, LAt L,
+                                         const int (&label)[M], T* a, T* w, T* l, int ld, LAt L,
                                          WAt W) {
   const int kb = k - j0;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const int i = label[m];
     if (i >= n) continue;
+    // By pointer along the row (as lasyf_lower_shared_kernel's end): a 64-bit offset worked out
+    // again for every entry cost ~40-60 instructions an entry there.
+    const T* l_row = &L(m, 0);
     if (i >= target) {
-      for (int cc = 0; cc <= nb; ++cc) {
-        const bool live = i >= k && cc < kb;
-        l[i + static_cast<int64_t>(cc) * n] = live ? L(m, cc) : T(0);
-        w[i + static_cast<int64_t>(cc) * n] = live ? W(m, cc) : T(0);
+      const T* w_row = &W(m, 0);
+      T* l_out = l + i;
+      T* w_out = w + i;
+      const int live_cols = i >= k ? kb : 0;
+      for (int cc = 0; cc <= nb; ++cc, l_row += ld, w_row += ld, l_out += n, w_out += n) {
+        const bool live = cc < live_cols;
+        *l_out = live ? *l_row : T(0);
+        *w_out = live ? *w_row : T(0);
       }
+      l_row = &L(m, 0);
     }
-    int p = i, col_end = kb;
+    // Columns [before, col_end) of this row go to row p, where the later steps' interchanges
+    // took it; only the entries on or below the diagonal (column j0 + cc <= i).
+    int p = i, col_end = min(kb, i - j0 + 1);
     undo_panel_interchanges(k, j0, [&](int j) { return piv[j - j0]; },
                             [&](int r, int q, int before) {
-                              for (int cc = before - j0; cc < col_end; ++cc) {
-                                if (i >= j0 + cc) a[p + static_cast<int64_t>(j0 + cc) * n] =
-                                    L(m, cc);
+                              const int from = before - j0;
+                              T* a_out = a + p + static_cast<int64_t>(before) * n;
+                              for (int cc = from; cc < col_end; ++cc, a_out += n) {
+                                *a_out = l_row[cc * ld];
                               }
-                              col_end = before - j0;
+                              col_end = min(col_end, from);
                               p = p == r ? q : p == q ? r : p;
                             });
   }
@@ -1169,11 +1186,12 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     bool live[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) out[m] = from[m], live[m] = label[m] >= k && label[m] < n;
-    for (int cc = 0; cc < c; ++cc) {
+    const T* l_col = &L(0, 0);  // L(m, cc) at l_col[m * nthreads]
+    for (int cc = 0; cc < c; ++cc, l_col += ld) {
       const T wv = wrow[cc];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        const T lv = L(m, cc);
+        const T lv = l_col[m * nthreads];
         out[m] = live[m] ? out[m] - lv * wv : out[m];
       }
     }
@@ -1320,7 +1338,7 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
   }
   __syncthreads();  // piv
 
-  write_label_panel(n, nb, target, j0, k, piv, label, a, w, l, L, W);
+  write_label_panel(n, nb, target, j0, k, piv, label, a, w, l, ld, L, W);
   if (rank == 0 && tid == 0) {
     progress[item] = k;
     if (info != 0 && info_all[item] == 0) info_all[item] = info;
