@@ -83,7 +83,7 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
       unsigned done = 0;
       while (!done) {
         asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+            "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
             "selp.u32 %0, 1, 0, p; }"
             : "=r"(done)
             : "r"(smem_addr(bars + b)), "r"(parity)
