@@ -74,6 +74,27 @@ sanitize_ldl() {
   done
 }
 
+# ncu_full NAME FILTER SKIP PROBE-ARGS...: ncu --set full of launch SKIP + 1 of the kernels
+# matching FILTER while benchmarks/diag/ncu_probe.py PROBE-ARGS (one call) runs: its details page
+# and its SASS with per-instruction counters (CSV) under $OUT/r/ncu-NAME*, the report itself
+# dropped; prints its duration and instruction counts; results tarred.
+ncu_full() {
+  local name=$1 filter=$2 skip=$3
+  shift 3
+  timeout "$(kill_at 150)" ncu --clock-control none --kernel-name "regex:$filter" \
+    --launch-skip "$skip" --launch-count 1 --set full --import-source yes -f \
+    -o "$OUT/r/ncu-$name" python3 benchmarks/diag/ncu_probe.py "$@" --calls 1 \
+    > "$OUT/r/ncu-$name.log" 2>&1
+  echo "ncu $name rc=$? at $((SECONDS - t0)) s"
+  ncu --import "$OUT/r/ncu-$name.ncu-rep" --page details > "$OUT/r/ncu-$name-details.txt" 2>&1
+  ncu --import "$OUT/r/ncu-$name.ncu-rep" --page source --csv --print-source sass \
+    > "$OUT/r/ncu-$name-sass.csv" 2>&1
+  rm -f "$OUT/r/ncu-$name.ncu-rep"
+  grep -E "^  [a-zA-Z_].*\(|Duration|Executed Instructions |Warp Cycles Per Issued|Block Size" \
+    "$OUT/r/ncu-$name-details.txt" | head -8
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+}
+
 # bench_op TAG OP STRATEGIES SHAPES [KILL]: benchmarks.bench of OP (float32 and float64, no
 # PyTorch) against JAX, its table in $OUT/r/bench-TAG.txt, killed after KILL s (default 120) or
 # in time for the call's tar.

@@ -16,23 +16,7 @@ mkdir -p "$OUT/r"
   timeout 60 /tmp/cluster_barrier_probe $shape 20000
 done 2>&1 | tee "$OUT/r/cluster-barrier-probe.txt"
 source benchmarks/plans/device_call.sh
-prof() {  # prof NAME FILTER SKIP PROBE-ARGS...: one launch, every section, SASS counters
-  local name=$1 filter=$2 skip=$3
-  shift 3
-  timeout "$(kill_at 150)" ncu --clock-control none --kernel-name "regex:$filter" \
-    --launch-skip "$skip" --launch-count 1 --set full --import-source yes -f \
-    -o "$OUT/r/ncu-$name" python3 benchmarks/diag/ncu_probe.py "$@" --calls 1 \
-    > "$OUT/r/ncu-$name.log" 2>&1
-  echo "ncu $name rc=$? at $((SECONDS - t0)) s"
-  ncu --import "$OUT/r/ncu-$name.ncu-rep" --page details > "$OUT/r/ncu-$name-details.txt" 2>&1
-  ncu --import "$OUT/r/ncu-$name.ncu-rep" --page source --csv --print-source sass \
-    > "$OUT/r/ncu-$name-sass.csv" 2>&1
-  rm -f "$OUT/r/ncu-$name.ncu-rep"
-  grep -E "Duration|Executed Instructions |Warp Cycles Per Issued|Block Size" \
-    "$OUT/r/ncu-$name-details.txt" | head -6
-  tar czf "$OUT/results.tgz" -C "$OUT" r
-}
-prof shared-f32-1024 lasyf_lower_shared 2 ldl_factor float32 1 1024 --strategy auto
-prof cluster-f64-2048 lasyf_lower_cluster 2 ldl_factor float64 1 2048 --strategy auto
+ncu_full shared-f32-1024 lasyf_lower_shared 2 ldl_factor float32 1 1024 --strategy auto
+ncu_full cluster-f64-2048 lasyf_lower_cluster 2 ldl_factor float64 1 2048 --strategy auto
 tar czf "$OUT/results.tgz" -C "$OUT" r
 cat "$OUT/r/cluster-barrier-probe.txt"
