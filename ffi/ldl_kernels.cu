@@ -742,6 +742,20 @@ __global__ void __launch_bounds__(kMaxThreads)
   });
 }
 
+// One row of a panel's GEMM operands: its columns 0..nb of L and W (column stride ld, in shared
+// memory) to l and w (column stride n), zero from column live_cols on. By pointer: a 64-bit
+// element offset worked out again for every entry made these write-outs a fifth of a 1024-row
+// panel's instructions (ncu, gpu-tests/session23-c6).
+template <typename T>
+__device__ inline void write_operand_row(const T* l_row, const T* w_row, T* l_out, T* w_out,
+                                         int ld, int n, int nb, int live_cols) {
+  for (int cc = 0; cc <= nb; ++cc, l_row += ld, w_row += ld, l_out += n, w_out += n) {
+    const bool live = cc < live_cols;
+    *l_out = live ? *l_row : T(0);
+    *w_out = live ? *w_row : T(0);
+  }
+}
+
 // lasyf_lower_kernel's panel with the panel's L and W in shared memory (rows base.. of its
 // columns, base = target - nb, the panel's first possible column), each thread owning rows
 // base + threadIdx.x + m blockDim.x (m < M) for the whole panel: its entries of the column being
@@ -948,22 +962,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
   }
 
-  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel. Each
-  // thread walks its own rows column by column with pointers (a 64-bit element offset worked
-  // out again for every entry made these write-outs a fifth of a 1024-row panel's instructions:
-  // ncu, gpu-tests/session23-c6); each store is still one warp's consecutive rows.
+  // The GEMMs' operands: rows target.. of the panel's L and W, zero outside this panel, each
+  // thread its own rows (each store still one warp's consecutive rows).
   const int kb = k - j0;
   for (int i = target + tid; i < n; i += nthreads) {
-    const T* l_row = &L(i, 0);
-    const T* w_row = &W(i, 0);
-    T* l_out = l + i;
-    T* w_out = w + i;
-    const int live_cols = i >= k ? kb : 0;
-    for (int cc = 0; cc <= nb; ++cc, l_row += ld, w_row += ld, l_out += n, w_out += n) {
-      const bool live = cc < live_cols;
-      *l_out = live ? *l_row : T(0);
-      *w_out = live ? *w_row : T(0);
-    }
+    write_operand_row(&L(i, 0), &W(i, 0), l + i, w + i, ld, n, nb, i >= k ? kb : 0);
   }
   __syncthreads();  // L's rows are read out before the interchanges are undone
   if (tid == 0) {
@@ -1078,21 +1081,9 @@ __device__ inline void write_label_panel(int n, int nb, int target, int j0, int 
   for (int m = 0; m < M; ++m) {
     const int i = label[m];
     if (i >= n) continue;
-    // By pointer along the row (as lasyf_lower_shared_kernel's end): a 64-bit offset worked out
-    // again for every entry cost ~40-60 instructions an entry there.
+    // By pointer along the row, as write_operand_row.
     const T* l_row = &L(m, 0);
-    if (i >= target) {
-      const T* w_row = &W(m, 0);
-      T* l_out = l + i;
-      T* w_out = w + i;
-      const int live_cols = i >= k ? kb : 0;
-      for (int cc = 0; cc <= nb; ++cc, l_row += ld, w_row += ld, l_out += n, w_out += n) {
-        const bool live = cc < live_cols;
-        *l_out = live ? *l_row : T(0);
-        *w_out = live ? *w_row : T(0);
-      }
-      l_row = &L(m, 0);
-    }
+    if (i >= target) write_operand_row(l_row, &W(m, 0), l + i, w + i, ld, n, nb, i >= k ? kb : 0);
     // Columns [before, col_end) of this row go to row p, where the later steps' interchanges
     // took it; only the entries on or below the diagonal (column j0 + cc <= i).
     int p = i, col_end = min(kb, i - j0 + 1);
