@@ -74,6 +74,16 @@ sanitize_ldl() {
   done
 }
 
+# ldl_tests_then_bench TAG SHAPES: tests/test_ldl.py (gpu_tests t1), then bench_op TAG of
+# ldl_factor and ldl_solve (`auto`) at SHAPES whether or not they passed; results tarred after each.
+ldl_tests_then_bench() {
+  gpu_tests "tests/test_ldl.py" "$(kill_at 170)" t1
+  tests_passed t1 && echo "tests passed"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+  bench_op "$1" ldl_factor,ldl_solve auto "$2" 120
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+}
+
 # ncu_full NAME FILTER SKIP PROBE-ARGS...: ncu --set full of launch SKIP + 1 of the kernels
 # matching FILTER while benchmarks/diag/ncu_probe.py PROBE-ARGS (one call) runs: its details page
 # and its SASS with per-instruction counters (CSV) under $OUT/r/ncu-NAME*, the report itself

@@ -8,9 +8,5 @@
 # tests/test_ldl.py, then ldl_factor against JAX at a single 256 .. 2048 and a few batches, with
 # the committed main's numbers in the grid (h100-grid_*.json) for comparison.
 source benchmarks/plans/device_call.sh
-gpu_tests "tests/test_ldl.py" "$(kill_at 170)" t1
-tests_passed t1 && echo "tests passed"
-tar czf "$OUT/results.tgz" -C "$OUT" r
-bench_op s24-c1-writeout ldl_factor,ldl_solve auto 1x256,1x512,1x1024,1x2048,4x1024,64x256 120
-tar czf "$OUT/results.tgz" -C "$OUT" r
+ldl_tests_then_bench s24-c1-writeout 1x256,1x512,1x1024,1x2048,4x1024,64x256
 grep -E "^\| ldl" "$OUT/r/bench-s24-c1-writeout.txt" | cut -c1-100

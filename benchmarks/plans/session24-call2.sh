@@ -6,11 +6,7 @@
 # tests/test_ldl.py, ldl_factor / ldl_solve against JAX at the call-1 shapes, then ncu's kernel
 # times of one 1x2048 factorization (float32 and float64): how much of it the panels are.
 source benchmarks/plans/device_call.sh
-gpu_tests "tests/test_ldl.py" "$(kill_at 170)" t1
-tests_passed t1 && echo "tests passed"
-tar czf "$OUT/results.tgz" -C "$OUT" r
-bench_op s24-c2-gemv ldl_factor,ldl_solve auto 1x256,1x512,1x1024,1x2048,4x1024,64x256 120
-tar czf "$OUT/results.tgz" -C "$OUT" r
+ldl_tests_then_bench s24-c2-gemv 1x256,1x512,1x1024,1x2048,4x1024,64x256
 prof() {  # prof NAME PROBE-ARGS...: every kernel's time, summed by name
   local name=$1
   shift
