@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "../../ffi/kernel_util.cuh"  // warp_argmax_all: the panel's own warp reduction
+
 namespace cg = cooperative_groups;
 
 enum Variant { kSync, kRelaxed, kStAsync };
@@ -53,9 +55,10 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
   for (int s = 0; s < steps; ++s) {
     const int b = s & 1;
     uint2* set = sets + b * cands;
-    // This warp's candidate: a value every block can check, its index the warp's global one.
+    // This warp's candidate, its index the warp's global one: the values a rotation of
+    // 0 .. cands - 1, so that the step's winner is known (value cands - 1, index below).
     const int me = rank * warps + warp;
-    const float value = static_cast<float>((me * 7 + s * 13) % cands);
+    const float value = static_cast<float>((me + s) % cands);
     if (kStore) sink[(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x)] = value;
     if (V == kStAsync) {
       if (threadIdx.x == 0) {
@@ -101,7 +104,8 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
                          : "memory");
       }
     }
-    // Each warp reduces the set: the largest value, ties to the smallest index.
+    // Each warp reduces the set as the panel does (the largest value, ties to the smallest
+    // index), and checks the winner.
     float best = -1.0f;
     int best_i = INT_MAX;
     for (int e = lane; e < cands; e += 32) {
@@ -109,21 +113,9 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
       const int i = static_cast<int>(set[e].y);
       if (v > best || (v == best && i < best_i)) best = v, best_i = i;
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float v = __shfl_down_sync(0xffffffffu, best, offset);
-      const int i = __shfl_down_sync(0xffffffffu, best_i, offset);
-      if (v > best || (v == best && i < best_i)) best = v, best_i = i;
-    }
-    if (lane == 0) {
-      // The expected winner: the largest (me 7 + s 13) mod cands over me, smallest me on ties.
-      float want = -1.0f;
-      int want_i = INT_MAX;
-      for (int m = 0; m < cands; ++m) {
-        const float v = static_cast<float>((m * 7 + s * 13) % cands);
-        if (v > want) want = v, want_i = m;
-      }
-      bad += best != want || best_i != want_i;
-    }
+    jcm::kernel::warp_argmax_all(best, best_i);
+    const int want_i = ((cands - 1 - s) % cands + cands) % cands;
+    if (lane == 0) bad += best != static_cast<float>(cands - 1) || best_i != want_i;
     // Every warp has read this step's set before any block's next pushes to the other set can
     // let a block run on to the step after, which writes this one again.
     __syncthreads();
