@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -1100,10 +1101,75 @@ __device__ inline void write_label_panel(int n, int nb, int target, int j0, int 
   }
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// v to block `rank`'s copy of this block's shared variable *local by st.async, completing
+// sizeof(V) bytes of a transaction on that block's mbarrier (its copy of *bar): the receiver
+// learns of it by waiting on its own mbarrier, with no cluster barrier and no fence (a release
+// at cluster scope compiles to MEMBAR.ALL.GPU on sm_90; st.async to STAS).
+template <typename V>
+__device__ inline void push_async(V* local, unsigned long long* bar, int rank, V v) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "4, 8 or 16 bytes");
+  unsigned dst, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(dst)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote_bar)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(rank));
+  if constexpr (sizeof(V) == 4) {
+    unsigned bits;
+    memcpy(&bits, &v, 4);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::
+                     "r"(dst), "r"(bits), "r"(remote_bar)
+                 : "memory");
+  } else if constexpr (sizeof(V) == 8) {
+    unsigned long long bits;
+    memcpy(&bits, &v, 8);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::
+                     "r"(dst), "l"(bits), "r"(remote_bar)
+                 : "memory");
+  } else {
+    uint4 bits;
+    memcpy(&bits, &v, 16);
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+        "[%5];" ::"r"(dst),
+        "r"(bits.x), "r"(bits.y), "r"(bits.z), "r"(bits.w), "r"(remote_bar)
+        : "memory");
+  }
+}
+
+// This block's mbarrier *bar: this thread's arrival (the barrier's one expected), announcing
+// `bytes` of transactions to come (st.async from any block of the cluster).
+__device__ inline void arrive_expect_bytes(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+}
+
+// Until the phase of this block's mbarrier *bar with this parity is complete (its arrival and
+// every byte announced in).
+__device__ inline void wait_phase(unsigned long long* bar, unsigned parity) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  }
+}
+#endif
+
 // Rows of lasyf_lower_cluster_kernel: the most threads a block, the most blocks a cluster (the
 // portable limit is 8; 16 needs the non-portable attribute, JCM_LDL_PANEL_CLUSTER=16 to measure).
 constexpr int kClusterPanelMaxThreads = 512;
 constexpr int kClusterPanelMaxRanks = 16;
+// A cluster panel block's two mbarriers, ahead of its L (16 bytes: L stays 16-byte aligned).
+constexpr size_t kClusterBarrierBytes = 2 * sizeof(unsigned long long);
 
 // Where a cluster panel's row lives: block `rank` of the cluster, local row `local` of its L and
 // W. Rows start out round-robin over the cluster's threads, so that every block keeps its share
@@ -1118,9 +1184,12 @@ struct ClusterRow {
 // matrices' tall panels get the shared memory and bandwidth of several SMs (one SM reads its
 // whole L for each GEMV; float64 L and W of 8 columns at 2048 rows do not even fit one).
 // Interchanges do not move rows: each thread's rows carry labels (their row of the matrix), two
-// rows trade labels, and every block keeps where each label lives (slot_of). A step has two
-// cluster barriers, after the column's argmax and after the candidate row's (each warp pushes
-// its candidate to every block); what a step shares goes the same way: the owners of rows k,
+// rows trade labels, and every block keeps where each label lives (slot_of). A step has one
+// cluster barrier, after the column's argmax (each warp pushes its candidate to every block),
+// and where it looks at a candidate row, a second exchange of the row's argmax by st.async onto
+// each block's mbarrier, which orders shared memory alone without a GPU-scope fence (a cluster
+// barrier's release compiles to MEMBAR.ALL.GPU: a third of the panel's stall samples in session
+// 23's ncu); what a step shares goes the same way: the owners of rows k,
 // k + 1, k + 2 and imax push their entries of the step's columns to every block (slots by the
 // step's parity, so the next step's pushes never meet this one's reads), and W(imax, 0:c) and
 // the next W(k, 0:c) are read from their owner's shared memory (the earlier columns, which no
@@ -1146,7 +1215,9 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
   const int ld = M * nthreads;  // this block's rows of L and W
   const int warps = nthreads / 32, warp = tid / 32, lane = tid % 32;
   const int cands = ranks * warps;
-  T* ls = reinterpret_cast<T*>(dynamic_shared());
+  // Two mbarriers (by the step's parity) for the second exchange, then L, W and the rest.
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(dynamic_shared());
+  T* ls = reinterpret_cast<T*>(dynamic_shared() + kClusterBarrierBytes);
   T* ws = ls + static_cast<int64_t>(ld) * (nb + 1);
   T* wk = ws + static_cast<int64_t>(ld) * (nb + 1);  // W(k, 0:c), two buffers
   T* wr = wk + 2 * (nb + 2);                        // W(imax, 0:c)
@@ -1216,11 +1287,46 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     *value = best < R(0) ? R(0) : best;
     *index = best < R(0) ? none : best_i;
   };
+  // The same over set `set` (this step's second), each warp's candidate by st.async onto every
+  // block's mbarrier of the step's parity, whose phase (with the step's slots pushed the same way)
+  // each block waits for: no cluster barrier, no GPU-scope fence. What is exchanged so is shared
+  // memory alone; the reuse of these sets two steps on waits for the next step's cluster barrier.
+  unsigned phases = 0;  // each mbarrier's current phase parity
+  auto cluster_argmax_async = [&](R best, int best_i, int set, int none, int parity, R* value,
+                                  int* index) {
+    warp_argmax_all(best, best_i);
+    R* set_v = cand_v + set * cands;
+    int* set_i = cand_i + set * cands;
+    if (lane < ranks) {
+      push_async(set_v + rank * warps + warp, bars + parity, lane, best);
+      push_async(set_i + rank * warps + warp, bars + parity, lane, best_i);
+    }
+    wait_phase(bars + parity, (phases >> parity) & 1u);
+    phases ^= 1u << parity;
+    best = R(-1);
+    best_i = INT_MAX;
+    for (int e = lane; e < cands; e += 32) {
+      if (set_v[e] > best || (set_v[e] == best && set_i[e] < best_i)) {
+        best = set_v[e], best_i = set_i[e];
+      }
+    }
+    warp_argmax_all(best, best_i);
+    *value = best < R(0) ? R(0) : best;
+    *index = best < R(0) ? none : best_i;
+  };
 
   int k = j0, cur = 0, parity = 0;
   T ak[M];  // column k, not yet updated (read during the step before)
   load_column(k, ak);
-  // slot_of in; every block of the cluster started before any writes to its shared memory.
+  if (tid == 0) {
+    for (int b = 0; b < 2; ++b) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(bars + b))));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // slot_of and the mbarriers in; every block of the cluster started before any writes to its
+  // shared memory.
   cluster.sync();
   while (k < target) {
     const int c = k - j0;
@@ -1267,6 +1373,15 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
       }
       __syncthreads();
       gemv(k, c, wr, from, w1);
+      // What this exchange brings every block: each warp's candidate, and the slots of rows k,
+      // k + 1 (imax > k is a row), k + 2 where there is one and imax.
+      if (tid == 0) {
+        arrive_expect_bytes(bars + parity,
+                            cands * (sizeof(R) + sizeof(int)) + sizeof(T) * (k + 2 < n ? 6 : 4));
+      }
+      auto push_slot = [&](int slot, T v) {
+        for (int q = 0; q < ranks; ++q) push_async(x + slot, bars + parity, q, v);
+      };
       best = -1;
       best_i = INT_MAX;
 #pragma unroll
@@ -1274,16 +1389,16 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
         const int i = label[m];
         if (i < k || i >= n) continue;
         W(m, c + 1) = w1[m];
-        if (i == k) push(kK1, w1[m]);
-        if (i == k + 1) push(kK11, w1[m]);
-        if (i == k + 2) push(kK21, w1[m]), push(kA21, next1[m]);
-        if (i == imax) push(kR0, w0[m]), push(kR1, w1[m]);
+        if (i == k) push_slot(kK1, w1[m]);
+        if (i == k + 1) push_slot(kK11, w1[m]);
+        if (i == k + 2) push_slot(kK21, w1[m]), push_slot(kA21, next1[m]);
+        if (i == imax) push_slot(kR0, w0[m]), push_slot(kR1, w1[m]);
         const R v = abs1(w1[m]);
         if (i != imax && v > best) best = v, best_i = i;
       }
       R rowmax;
       int unused;
-      cluster_argmax(best, best_i, 2 * parity + 1, k, &rowmax, &unused);
+      cluster_argmax_async(best, best_i, 2 * parity + 1, k, parity, &rowmax, &unused);
       bunch_kaufman_pivot(absakk, colmax, rowmax, alpha, k, imax,
                           [&] { return abs1(x[kR1]); }, &kp, &kstep);
     }
@@ -1338,16 +1453,16 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
 #endif
 }
 
-// Shared memory of a block of lasyf_lower_cluster_kernel: its L and W (`local` rows x
-// (nb + 1) each), W(k) twice and W(imax), two steps' slots and argmax candidates (a warp of the
-// cluster's each), the panel's pivots and where each of its `rows` rows lives.
+// Shared memory of a block of lasyf_lower_cluster_kernel: two mbarriers, its L and W (`local`
+// rows x (nb + 1) each), W(k) twice and W(imax), two steps' slots and argmax candidates (a warp
+// of the cluster's each), the panel's pivots and where each of its `rows` rows lives.
 template <typename T>
 size_t lasyf_cluster_shared_bytes(int64_t local, int64_t nb, int64_t ranks, int64_t warps,
                                   int64_t rows) {
   using R = typename real_of<T>::type;
   const size_t cands = static_cast<size_t>(ranks * warps);
   const size_t entries = 2 * static_cast<size_t>(local) * (nb + 1) + 3 * (nb + 2) + 2 * kLabelSlots;
-  return entries * sizeof(T) + 4 * cands * sizeof(R) +
+  return kClusterBarrierBytes + entries * sizeof(T) + 4 * cands * sizeof(R) +
          (4 * cands + static_cast<size_t>(nb) + 2 + static_cast<size_t>(rows)) * sizeof(int);
 }
 

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Session 25, call 1 on nvidia-h100-x1: what the cluster panel's exchange costs, and where the
-# one-block panel's instructions go after session 24's pointer changes.
-# 1. benchmarks/diag/cluster_barrier_probe.cu (needs no build of the package: nvcc alone): a
-#    step's argmax exchange over a cluster as lasyf_lower_cluster_kernel does it (cluster.sync():
-#    MEMBAR.ALL.GPU + barrier), the barrier alone (relaxed, no fence), and st.async pushes
-#    completing on each block's mbarrier (no barrier, no fence), with and without a global store
-#    before it. Session 24's ncu: the float64 1x2048 factorization spends 4.7 of its 6.9 ms in
-#    cluster panels, ~3.9 us a column against ~2.0 in one-block panels.
-# 2. ncu --set full with SASS counters of a float32 1024-row one-block panel (as session 23 call
-#    6, gpu-tests/session23-c6): instructions a warp a step after session 24's changes.
+# Session 25, call 1 on nvidia-h100-x1, on branch wip/cluster-stasync (built for sm_90 without a
+# GPU in session 24: not yet run). The cluster LDL^T panel's second exchange a step (the
+# candidate row's argmax and its slots) by st.async onto each block's mbarrier instead of a
+# cluster barrier, whose release compiles to MEMBAR.ALL.GPU (session 24's ncu: the float64
+# 1x2048 factorization spends 4.7 of its 6.9 ms in cluster panels, ~3.9 us a column against ~2.0
+# in one-block panels).
+# 1. benchmarks/diag/cluster_barrier_probe.cu (nvcc alone, seconds): a step's argmax exchange by
+#    cluster.sync(), by a relaxed barrier (no fence) and by st.async, with and without a global
+#    store before it.
+# 2. The package built; tests/test_ldl.py's cluster tests first (a wrong byte count would hang a
+#    panel: the child's timeout says so), then the whole file.
+# 3. ldl_factor / ldl_solve against JAX where clusters run (main's numbers: session 24 call 2 /
+#    call 3, h100-grid_*).
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 mkdir -p "$OUT/r"
 "$nvcc" -std=c++17 -arch=sm_90 -O3 -o /tmp/cluster_barrier_probe \
@@ -16,7 +19,13 @@ mkdir -p "$OUT/r"
   timeout 60 /tmp/cluster_barrier_probe $shape 20000
 done 2>&1 | tee "$OUT/r/cluster-barrier-probe.txt"
 source benchmarks/plans/device_call.sh
-ncu_full shared-f32-1024 lasyf_lower_shared 2 ldl_factor float32 1 1024 --strategy auto
-ncu_full cluster-f64-2048 lasyf_lower_cluster 2 ldl_factor float64 1 2048 --strategy auto
+gpu_tests "tests/test_ldl.py" "$(kill_at 120)" t0 "cluster"
+if tests_passed t0; then
+  gpu_tests "tests/test_ldl.py" "$(kill_at 200)" t1
+  tests_passed t1 && echo "tests passed"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+  bench_op s25-c1-stasync ldl_factor,ldl_solve auto 1x1024,1x2048,4x2048,16x2048 120
+fi
 tar czf "$OUT/results.tgz" -C "$OUT" r
 cat "$OUT/r/cluster-barrier-probe.txt"
+grep -E "^\| ldl" "$OUT/r/bench-s25-c1-stasync.txt" | cut -c1-100
