@@ -2506,7 +2506,8 @@ bool cluster_fits(const ClusterPanel& shape) {
 // The cluster a panel over `rows` rows of `count` matrices runs on, where it runs on one: up to
 // JCM_LDL_PANEL_CLUSTER_COUNT matrices (default 16; float64 16x2048 24.5 -> 17.6 ms, float32
 // 19.7 -> 14.8, but 64x1024 float64 10.7 against 10.3 in global memory; s20-ldl-c7-*) whose
-// one-block panel would be narrower than 16 columns or not fit at all
+// one-block panel would be narrower than 16 columns, not fit at all, or (up to
+// JCM_LDL_PANEL_CLUSTER_TALL_COUNT matrices, default 16) take more rows than threads
 // (JCM_LDL_PANEL_CLUSTER_MIN_ROWS: from that many rows instead, to measure and test; a panel too
 // wide for such a cluster then runs on it at the one-block width), blocks of
 // JCM_LDL_PANEL_CLUSTER_THREADS (default 256) a thread per row, as many as the rows take up to
@@ -2522,6 +2523,7 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
       std::min<int64_t>(kClusterPanelMaxRanks, env_int("JCM_LDL_PANEL_CLUSTER", 8)));
   static const int64_t min_rows = env_int("JCM_LDL_PANEL_CLUSTER_MIN_ROWS", -1);
   static const int64_t max_count = env_int("JCM_LDL_PANEL_CLUSTER_COUNT", 16);
+  static const int64_t tall_count = env_int("JCM_LDL_PANEL_CLUSTER_TALL_COUNT", 16);
   static const int threads = [] {
     const int value = static_cast<int>(env_int("JCM_LDL_PANEL_CLUSTER_THREADS", 256));
     return valid_threads(value) && value <= kClusterPanelMaxThreads ? value : 256;
@@ -2536,8 +2538,12 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
   }();
   ClusterPanel shape;
   if (!has_clusters || max_ranks < 2 || count > max_count) return shape;
+  // A one-block panel of more rows than threads (two or four rows a thread: float32 from 1025
+  // rows) runs its steps slower than a cluster since the cluster's steps lost one of their two
+  // cluster barriers (float32 1x2048 5.72 -> 5.42 ms; s25-c1-stasync-min1025).
+  const bool tall = rows > kMaxThreads && count <= tall_count;
   if (min_rows >= 0 ? rows < min_rows
-                    : one_block_width<D>(rows, nb, count) >= std::min<int64_t>(16, nb)) {
+                    : !tall && one_block_width<D>(rows, nb, count) >= std::min<int64_t>(16, nb)) {
     return shape;
   }
   for (int per_thread : {1, 2, 4}) {
