@@ -105,6 +105,32 @@ ncu_full() {
   tar czf "$OUT/results.tgz" -C "$OUT" r
 }
 
+# kernel_times NAME PROBE-ARGS...: every kernel's time (ncu) while benchmarks/diag/ncu_probe.py
+# PROBE-ARGS runs, summed by kernel name into $OUT/r/ncu-NAME.txt (the top 10).
+kernel_times() {
+  local name=$1
+  shift
+  timeout "$(kill_at 60)" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    python3 benchmarks/diag/ncu_probe.py "$@" > "$OUT/r/ncu-$name.csv" 2> "$OUT/r/ncu-$name.err"
+  echo "ncu $name rc=$? at $((SECONDS - t0)) s"
+  python3 benchmarks/diag/ncu_sum.py "$OUT/r/ncu-$name.csv" --top 10 > "$OUT/r/ncu-$name.txt"
+}
+
+# ldl_grid_cells MIN_N: the call's grid's ldl_factor / ldl_solve cells from n = MIN_N at batch 1,
+# 4 and 16, JAX's time against `auto`'s.
+ldl_grid_cells() {
+  python3 - "$OUT/r/$GRID" "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cells"]:
+    if c["op"].startswith("ldl") and c["n"] >= int(sys.argv[2]) and c["batch"] in (1, 4, 16):
+        i = c.get("impls", {})
+        j, a = i.get("jax", {}).get("median_ms"), i.get("jcm:auto", {}).get("median_ms")
+        if j and a:
+            print(f'{c["op"]:10} {c["dtype"]:7} {c["batch"]:3}x{c["n"]:<5} jax {j:8.3f} auto {a:8.3f} {j / a:5.2f}x')
+PY
+}
+
 # bench_op TAG OP STRATEGIES SHAPES [KILL]: benchmarks.bench of OP (float32 and float64, no
 # PyTorch) against JAX, its table in $OUT/r/bench-TAG.txt, killed after KILL s (default 120) or
 # in time for the call's tar.

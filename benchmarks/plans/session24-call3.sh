@@ -8,13 +8,4 @@ source benchmarks/plans/device_call.sh
 REDO_OPS=ldl_factor,ldl_solve REDO_MIN_N=128 REDO_BATCHES=1,4,16 DTYPES=float32,float64 \
   NO_TORCH=1 grid_goes_on "ldl_factor,ldl_solve" "${UNTIL:-540}"
 tar czf "$OUT/results.tgz" -C "$OUT" r
-python3 - "$OUT/r/$GRID" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for c in d["cells"]:
-    if c["op"].startswith("ldl") and c["n"] >= 128 and c["batch"] in (1, 4, 16):
-        i = c.get("impls", {})
-        j, a = i.get("jax", {}).get("median_ms"), i.get("jcm:auto", {}).get("median_ms")
-        if j and a:
-            print(f'{c["op"]:10} {c["dtype"]:7} {c["batch"]:3}x{c["n"]:<5} jax {j:8.3f} auto {a:8.3f} {j / a:5.2f}x')
-PY
+ldl_grid_cells 128

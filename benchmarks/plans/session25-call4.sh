@@ -6,16 +6,8 @@
 # cluster panel and one float32 one-block panel of 1024 rows with SASS counters (as session 23
 # call 6, gpu-tests/session23-c6).
 source benchmarks/plans/device_call.sh
-prof() {  # prof NAME PROBE-ARGS...: every kernel's time, summed by name
-  local name=$1
-  shift
-  timeout "$(kill_at 60)" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-    python3 benchmarks/diag/ncu_probe.py "$@" > "$OUT/r/ncu-$name.csv" 2> "$OUT/r/ncu-$name.err"
-  echo "ncu $name rc=$? at $((SECONDS - t0)) s"
-  python3 benchmarks/diag/ncu_sum.py "$OUT/r/ncu-$name.csv" --top 10 > "$OUT/r/ncu-$name.txt"
-}
-prof factor-f32-2048 ldl_factor float32 1 2048 --strategy auto --calls 1
-prof factor-f64-2048 ldl_factor float64 1 2048 --strategy auto --calls 1
+kernel_times factor-f32-2048 ldl_factor float32 1 2048 --strategy auto --calls 1
+kernel_times factor-f64-2048 ldl_factor float64 1 2048 --strategy auto --calls 1
 tar czf "$OUT/results.tgz" -C "$OUT" r
 ncu_full cluster-f64-2048 lasyf_lower_cluster 2 ldl_factor float64 1 2048 --strategy auto
 ncu_full shared-f32-2048 lasyf_lower_shared 40 ldl_factor float32 1 2048 --strategy auto
