@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace jcm {
 namespace kernel {
@@ -449,6 +450,77 @@ __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, 
   block_argmax_of(best, best_i, warp_value, warp_index, begin, value, index);
   if (kFenced) __syncthreads();
 }
+
+// The exchange of shared memory between the blocks of a cluster (sm_90) by st.async onto each
+// receiving block's mbarrier, which needs no cluster barrier and so no GPU-scope fence: the LDL^T
+// cluster panel's argmax exchanges, benchmarks/diag/cluster_barrier_probe.cu.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// v to block `rank`'s copy of this block's shared variable *local by st.async, completing
+// sizeof(V) bytes of a transaction on that block's mbarrier (its copy of *bar): the receiver
+// learns of it by waiting on its own mbarrier, with no cluster barrier and no fence (a release
+// at cluster scope compiles to MEMBAR.ALL.GPU on sm_90; st.async to STAS).
+template <typename V>
+__device__ inline void push_async(V* local, unsigned long long* bar, int rank, V v) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "4, 8 or 16 bytes");
+  unsigned dst, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(dst)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote_bar)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(rank));
+  if constexpr (sizeof(V) == 4) {
+    unsigned bits;
+    memcpy(&bits, &v, 4);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::
+                     "r"(dst), "r"(bits), "r"(remote_bar)
+                 : "memory");
+  } else if constexpr (sizeof(V) == 8) {
+    unsigned long long bits;
+    memcpy(&bits, &v, 8);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::
+                     "r"(dst), "l"(bits), "r"(remote_bar)
+                 : "memory");
+  } else {
+    uint4 bits;
+    memcpy(&bits, &v, 16);
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+        "[%5];" ::"r"(dst),
+        "r"(bits.x), "r"(bits.y), "r"(bits.z), "r"(bits.w), "r"(remote_bar)
+        : "memory");
+  }
+}
+
+// This block's mbarrier *bar: this thread's arrival (the barrier's one expected), announcing
+// `bytes` of transactions to come (st.async from any block of the cluster).
+__device__ inline void arrive_expect_bytes(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+}
+
+// Until the phase of this block's mbarrier *bar with this parity is complete (its arrival and
+// every byte announced in). The default acquire at block scope, as CUTLASS's transaction barrier
+// waits for bytes other blocks write (TMA multicast, st.async): what completes the phase is
+// bytes in this block's shared memory, counted in as they land; global writes need another
+// order (the LDL^T cluster panel's cluster barrier). (.acquire.cluster adds CCTL.IVALL, an L1
+// invalidation, behind the wait: 9% of the float64 cluster panel's stall samples, session 25
+// call 4.)
+__device__ inline void wait_phase(unsigned long long* bar, unsigned parity) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  }
+}
+#endif
 
 }  // namespace kernel
 }  // namespace jcm

@@ -9,7 +9,9 @@
 //             of the barrier alone)
 //   stasync   st.async pushes that complete transactions on the receiving block's mbarrier,
 //             each block waiting on its own mbarrier (no cluster barrier, no fence: SASS STAS +
-//             SYNCS.PHASECHK; a correct exchange of shared::cluster data)
+//             SYNCS.PHASECHK; a correct exchange of shared::cluster data), by the panel's own
+//             helpers (kernel_util.cuh: push_async, arrive_expect_bytes, wait_phase; session 25
+//             call 1 timed it with the wait at cluster scope, since block scope as the panel's)
 // each also with a global store per thread before the exchange (--store), as the panel's steps
 // write the trailing matrix: what the fence then waits for. Checks every reduction (a wrong
 // exchange counts as an error).
@@ -23,7 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../../ffi/kernel_util.cuh"  // warp_argmax_all: the panel's own warp reduction
+#include "../../ffi/kernel_util.cuh"  // the panel's own warp reduction and st.async exchange
 
 namespace cg = cooperative_groups;
 
@@ -35,6 +37,7 @@ __device__ inline unsigned smem_addr(const void* p) {
 
 template <Variant V, bool kStore>
 __global__ void exchange_kernel(int steps, float* sink, int* errors) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the st.async helpers: sm_90 alone
   const cg::cluster_group cluster = cg::this_cluster();
   const int ranks = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
@@ -61,37 +64,13 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
     const float value = static_cast<float>((me + s) % cands);
     if (kStore) sink[(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x)] = value;
     if (V == kStAsync) {
-      if (threadIdx.x == 0) {
-        // This block's set of the step: cands pairs of 8 bytes to arrive.
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                         smem_addr(bars + b)),
-                     "r"(cands * 8)
-                     : "memory");
-      }
+      // This block's set of the step: cands pairs of 8 bytes to arrive.
+      if (threadIdx.x == 0) jcm::kernel::arrive_expect_bytes(bars + b, cands * 8);
       if (lane < ranks) {
-        unsigned remote_slot, remote_bar;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                     : "=r"(remote_slot)
-                     : "r"(smem_addr(set + me)), "r"(lane));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                     : "=r"(remote_bar)
-                     : "r"(smem_addr(bars + b)), "r"(lane));
-        asm volatile(
-            "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::
-                "r"(remote_slot),
-            "r"(__float_as_uint(value)), "r"(me), "r"(remote_bar)
-            : "memory");
+        jcm::kernel::push_async(set + me, bars + b, lane,
+                                make_uint2(__float_as_uint(value), static_cast<unsigned>(me)));
       }
-      const unsigned parity = (s >> 1) & 1;
-      unsigned done = 0;
-      while (!done) {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
-            "selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(smem_addr(bars + b)), "r"(parity)
-            : "memory");
-      }
+      jcm::kernel::wait_phase(bars + b, (s >> 1) & 1);
     } else {
       if (lane < ranks) {
         uint2* remote = cluster.map_shared_rank(set + me, lane);
@@ -122,6 +101,7 @@ __global__ void exchange_kernel(int steps, float* sink, int* errors) {
   }
   if (lane == 0 && bad) atomicAdd(errors, bad);
   cluster.sync();  // no block leaves while another may still push to it
+#endif
 }
 
 // ns a step of the variant's timed launch; *wrong: its reductions that found another winner.
