@@ -180,45 +180,6 @@ inline int64_t ldl_update_block(int64_t count, int64_t n) {
   return count == 1 ? n : kLdlUpdateBlock;
 }
 
-// A single matrix's trailing update by syrkx (L W^T is symmetric: W = L D), which computes the
-// lower triangle alone, instead of one GEMM over the whole square. JCM_LDL_UPDATE=gemm|syrkx
-// forces either, to measure.
-inline bool ldl_update_by_syrkx(int64_t count) {
-  static const int forced = [] {
-    const char* env = std::getenv("JCM_LDL_UPDATE");
-    if (env == nullptr) return 0;
-    return std::string(env) == "syrkx" ? 1 : std::string(env) == "gemm" ? -1 : 0;
-  }();
-  if (forced) return forced > 0 && count == 1;
-  return count == 1;
-}
-
-// A(target:, target:) -= L W^T (transpose, not conjugate: complex symmetric), lower triangle.
-// The panel kernel packs each matrix's L and W at n (width + 1) elements apart. A single matrix:
-// one syrkx; else block columns from the diagonal down, each one strided-batched GEMM.
-template <typename T>
-ffi::Error ldl_trailing_update(const LaneContext& ctx, int64_t count, int64_t n, int64_t width,
-                               int64_t target, const T* l, const T* w, T* a) {
-  const T one = scalar_of<T>(1), minus_one = scalar_of<T>(-1);
-  if (ldl_update_by_syrkx(count)) {
-    JCM_CUBLAS(routine_name<T>("cublas", "syrkx"),
-               solver_api<T>::syrkx(ctx.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n - target,
-                                    width + 1, &minus_one, l + target, n, w + target, n, &one,
-                                    a + target + target * n, n));
-    return ffi::Error::Success();
-  }
-  const int64_t update_block = ldl_update_block(count, n);
-  const int64_t stride = n * (width + 1);
-  for (int64_t c = target; c < n; c += update_block) {
-    const int64_t cols = std::min(update_block, n - c);
-    JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
-               solver_api<T>::gemm_strided_batched(
-                   ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, n - c, cols, width + 1, &minus_one, l + c,
-                   n, stride, w + c, n, stride, &one, a + c + c * n, n, n * n, count));
-  }
-  return ffi::Error::Success();
-}
-
 template <typename T>
 ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
                          const sytrf_traits<T>& op) {
@@ -235,6 +196,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   T* w = reinterpret_cast<T*>(work);
   T* l = reinterpret_cast<T*>(work + buffer_bytes);
   int* progress = reinterpret_cast<int*>(work + 2 * buffer_bytes);
+  const T one = scalar_of<T>(1), minus_one = scalar_of<T>(-1);
   return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
     JCM_CUDA(cudaMemsetAsync(op.info, 0, batch * sizeof(int), ctx.stream));
     for (int64_t begin = 0; begin < batch; begin += chunk) {
@@ -252,7 +214,19 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
         if (n - target < nb) break;
         JCM_CUDA(lasyf_lower_batched(ctx.stream, count, n, width, target, a, w, l, progress,
                                      ipiv, info, ldl_threads(LdlKernel::kPanel, n, count)));
-        JCM_RETURN_IF_ERROR(ldl_trailing_update(ctx, count, n, width, target, l, w, a));
+        // A(target:, target:) -= L W^T, block column by block column from the diagonal down
+        // (transpose, not conjugate: complex symmetric). The kernel packs each matrix's L and W
+        // at n (width + 1) elements apart.
+        const int64_t update_block = ldl_update_block(count, n);
+        const int64_t stride = n * (width + 1);
+        for (int64_t c = target; c < n; c += update_block) {
+          const int64_t cols = std::min(update_block, n - c);
+          JCM_CUBLAS(routine_name<T>("cublas", "gemmStridedBatched"),
+                     solver_api<T>::gemm_strided_batched(
+                         ctx.blas, CUBLAS_OP_N, CUBLAS_OP_T, n - c, cols, width + 1,
+                         &minus_one, l + c, n, stride, w + c, n, stride, &one, a + c + c * n,
+                         n, n * n, count));
+        }
         done = target;
       }
       const int64_t tail = n - done;

@@ -51,7 +51,6 @@ struct solver_api;
     static constexpr auto trsm = cublas##L##trsm;                                   \
     static constexpr auto trsm_batched = cublas##L##trsmBatched;                    \
     static constexpr auto gemm_strided_batched = cublas##L##gemmStridedBatched;     \
-    static constexpr auto syrkx = cublas##L##syrkx;                                 \
   };
 
 JCM_SOLVER_API(float, S, orgqr, ormqr, syevj)
