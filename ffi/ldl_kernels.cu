@@ -1201,19 +1201,13 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
       out[m] = i >= col && i < n ? A(i, col) : T(0);
     }
   };
-  // The cluster's argmax (the largest best, ties to the smallest index, as block_argmax_of):
-  // each warp's candidate into every block's set, one cluster barrier, each warp reduces.
-  auto cluster_argmax = [&](R best, int best_i, int set, int none, R* value, int* index) {
-    warp_argmax_all(best, best_i);
-    R* set_v = cand_v + set * cands;
-    int* set_i = cand_i + set * cands;
-    if (lane < ranks) {
-      *remote(set_v + rank * warps + warp, lane) = best;
-      *remote(set_i + rank * warps + warp, lane) = best_i;
-    }
-    cluster.sync();
-    best = R(-1);
-    best_i = INT_MAX;
+  // The argmax of candidate set `set`, once every warp's candidate is in (the largest, ties to
+  // the smallest index, as block_argmax_of): each warp reduces the whole set.
+  auto reduce_candidates = [&](int set, int none, R* value, int* index) {
+    const R* set_v = cand_v + set * cands;
+    const int* set_i = cand_i + set * cands;
+    R best = R(-1);
+    int best_i = INT_MAX;
     for (int e = lane; e < cands; e += 32) {
       if (set_v[e] > best || (set_v[e] == best && set_i[e] < best_i)) {
         best = set_v[e], best_i = set_i[e];
@@ -1223,6 +1217,16 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
     *value = best < R(0) ? R(0) : best;
     *index = best < R(0) ? none : best_i;
   };
+  // The cluster's argmax: each warp's candidate into every block's set, one cluster barrier.
+  auto cluster_argmax = [&](R best, int best_i, int set, int none, R* value, int* index) {
+    warp_argmax_all(best, best_i);
+    if (lane < ranks) {
+      *remote(cand_v + set * cands + rank * warps + warp, lane) = best;
+      *remote(cand_i + set * cands + rank * warps + warp, lane) = best_i;
+    }
+    cluster.sync();
+    reduce_candidates(set, none, value, index);
+  };
   // The same over set `set` (this step's second), each warp's candidate by st.async onto every
   // block's mbarrier of the step's parity, whose phase (with the step's slots pushed the same way)
   // each block waits for: no cluster barrier, no GPU-scope fence. What is exchanged so is shared
@@ -1231,24 +1235,13 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
   auto cluster_argmax_async = [&](R best, int best_i, int set, int none, int parity, R* value,
                                   int* index) {
     warp_argmax_all(best, best_i);
-    R* set_v = cand_v + set * cands;
-    int* set_i = cand_i + set * cands;
     if (lane < ranks) {
-      push_async(set_v + rank * warps + warp, bars + parity, lane, best);
-      push_async(set_i + rank * warps + warp, bars + parity, lane, best_i);
+      push_async(cand_v + set * cands + rank * warps + warp, bars + parity, lane, best);
+      push_async(cand_i + set * cands + rank * warps + warp, bars + parity, lane, best_i);
     }
     wait_phase(bars + parity, (phases >> parity) & 1u);
     phases ^= 1u << parity;
-    best = R(-1);
-    best_i = INT_MAX;
-    for (int e = lane; e < cands; e += 32) {
-      if (set_v[e] > best || (set_v[e] == best && set_i[e] < best_i)) {
-        best = set_v[e], best_i = set_i[e];
-      }
-    }
-    warp_argmax_all(best, best_i);
-    *value = best < R(0) ? R(0) : best;
-    *index = best < R(0) ? none : best_i;
+    reduce_candidates(set, none, value, index);
   };
 
   int k = j0, cur = 0, parity = 0;
