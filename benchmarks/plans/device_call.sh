@@ -84,6 +84,21 @@ ldl_tests_then_bench() {
   tar czf "$OUT/results.tgz" -C "$OUT" r
 }
 
+# ldl_cluster_first TAG SHAPES: for a change to the cluster panel, whose wrong arrival or byte
+# count hangs it: tests/test_ldl.py's cluster tests first (gpu_tests t0; a hang ends at the
+# child's timeout), and only if they pass, bench_op TAG of ldl_factor and ldl_solve (`auto`) at
+# SHAPES and then the whole file (t1); results tarred after each. Fails where t0 did.
+ldl_cluster_first() {
+  gpu_tests "tests/test_ldl.py" "$(kill_at 120)" t0 "cluster"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+  tests_passed t0 || return 1
+  bench_op "$1" ldl_factor,ldl_solve auto "$2" 90
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+  gpu_tests "tests/test_ldl.py" "$(kill_at 200)" t1
+  tests_passed t1 && echo "tests passed"
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+}
+
 # ncu_full NAME FILTER SKIP PROBE-ARGS...: ncu --set full of launch SKIP + 1 of the kernels
 # matching FILTER while benchmarks/diag/ncu_probe.py PROBE-ARGS (one call) runs: its details page
 # and its SASS with per-instruction counters (CSV) under $OUT/r/ncu-NAME*, the report itself
