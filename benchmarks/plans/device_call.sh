@@ -74,14 +74,26 @@ sanitize_ldl() {
   done
 }
 
+# save_results: $OUT/r tarred into $OUT/results.tgz (after each step, so that a call killed later
+# still brings back what ran).
+save_results() {
+  tar czf "$OUT/results.tgz" -C "$OUT" r
+}
+
+# ldl_test_file LIMIT: all of tests/test_ldl.py (gpu_tests t1, killed after LIMIT s or the call's
+# end), "tests passed" where it did, results tarred.
+ldl_test_file() {
+  gpu_tests "tests/test_ldl.py" "$(kill_at "$1")" t1
+  tests_passed t1 && echo "tests passed"
+  save_results
+}
+
 # ldl_tests_then_bench TAG SHAPES: tests/test_ldl.py (gpu_tests t1), then bench_op TAG of
 # ldl_factor and ldl_solve (`auto`) at SHAPES whether or not they passed; results tarred after each.
 ldl_tests_then_bench() {
-  gpu_tests "tests/test_ldl.py" "$(kill_at 170)" t1
-  tests_passed t1 && echo "tests passed"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  ldl_test_file 170
   bench_op "$1" ldl_factor,ldl_solve auto "$2" 120
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
 }
 
 # ldl_cluster_first TAG SHAPES: for a change to the cluster panel, whose wrong arrival or byte
@@ -90,13 +102,11 @@ ldl_tests_then_bench() {
 # SHAPES and then the whole file (t1); results tarred after each. Fails where t0 did.
 ldl_cluster_first() {
   gpu_tests "tests/test_ldl.py" "$(kill_at 120)" t0 "cluster"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
   tests_passed t0 || return 1
   bench_op "$1" ldl_factor,ldl_solve auto "$2" 90
-  tar czf "$OUT/results.tgz" -C "$OUT" r
-  gpu_tests "tests/test_ldl.py" "$(kill_at 200)" t1
-  tests_passed t1 && echo "tests passed"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
+  ldl_test_file 200
 }
 
 # ncu_full NAME FILTER SKIP PROBE-ARGS...: ncu --set full of launch SKIP + 1 of the kernels
@@ -117,7 +127,7 @@ ncu_full() {
   rm -f "$OUT/r/ncu-$name.ncu-rep"
   grep -E "^  [a-zA-Z_].*\(|Duration|Executed Instructions |Warp Cycles Per Issued|Block Size" \
     "$OUT/r/ncu-$name-details.txt" | head -8
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
 }
 
 # kernel_times NAME PROBE-ARGS...: every kernel's time (ncu) while benchmarks/diag/ncu_probe.py
@@ -166,7 +176,7 @@ tune_until() {
     > "$OUT/r/$name.txt" 2>&1
   echo "tune $name rc=$? at $((SECONDS - t0)) s"; tail -4 "$OUT/r/$name.txt"
   mkdir -p "$OUT/r/$name" && cp -r "$JAX_CUSOLVER_MS_TUNE_CACHE"/. "$OUT/r/$name/"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
 }
 
 # The grid is the H100 80GB HBM3's: on another GPU (a kind that came as H200) it is not resumed.
@@ -202,7 +212,7 @@ grid_report() {
 # The merged grid into the machine's state and the call's tarball, its summary printed.
 grid_done() {
   cp "$OUT/r/$GRID" "$STATE/$GRID"
-  tar czf "$OUT/results.tgz" -C "$OUT" r
+  save_results
   sed -n '1,30p' "$OUT"/r/h100-grid*.md
 }
 

@@ -13,5 +13,5 @@
 # 3. compute-sanitizer's racecheck / synccheck on the cluster kernel, if time is left.
 source benchmarks/plans/device_call.sh
 ldl_cluster_first s27-c1-deferred 1x1024,1x2048,4x2048,16x2048 && sanitize_ldl lasyf_lower_cluster 60
-tar czf "$OUT/results.tgz" -C "$OUT" r
+save_results
 grep -E "^\| ldl" "$OUT"/r/bench-s27-c1-*.txt | cut -d'|' -f2-7

@@ -9,5 +9,5 @@ source benchmarks/plans/device_call.sh
 ldl_cluster_first s27-c2-batched 1x1024,1x2048,4x2048,16x2048
 kernel_times factor-f32-2048 ldl_factor float32 1 2048 --strategy auto --calls 1
 head -6 "$OUT/r/ncu-factor-f32-2048.txt"
-tar czf "$OUT/results.tgz" -C "$OUT" r
+save_results
 grep -E "^\| ldl" "$OUT"/r/bench-s27-c2-*.txt | cut -d'|' -f2-7
