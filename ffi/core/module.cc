@@ -1,0 +1,60 @@
+// The Python extension: the registration table of FFI targets, plus a few host-side utilities.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cusolverDn.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "core/handlers.h"
+#include "core/lane_pool.h"
+#include "core/timer.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+template <typename Fn>
+nb::capsule encapsulate(Fn* fn) {
+  return nb::capsule(reinterpret_cast<void*>(fn));
+}
+
+nb::dict library_versions() {
+  nb::dict out;
+  int v = 0;
+  if (cusolverGetVersion(&v) == CUSOLVER_STATUS_SUCCESS) out["cusolver"] = v;
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) out["cudart"] = v;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) out["driver"] = v;
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+    out["cublas"] = major * 10000 + minor * 100 + patch;
+  }
+  out["cublaslt"] = static_cast<int64_t>(cublasLtGetVersion());
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_jcm_ffi, m) {
+  m.def("registrations", []() {
+    nb::dict targets;
+#define JCM_REGISTER(name) targets[#name] = encapsulate(name);
+    JCM_HANDLERS(JCM_REGISTER)
+#undef JCM_REGISTER
+    return targets;
+  });
+  m.def("shutdown", &jcm::LanePool::ShutdownAll,
+        "Joins the lane workers and destroys their streams and handles.");
+  m.def("lane_count", [](int device) -> int {
+    auto pool = jcm::LanePool::ForDevice(device);
+    return pool.has_value() ? pool.value()->size() : 0;
+  });
+  m.def("timer_elapsed_ms", &jcm::timer_elapsed_ms);
+  m.def("library_versions", &library_versions);
+  m.attr("max_lanes") = jcm::kMaxLanesPerDevice;
+}
