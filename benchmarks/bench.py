@@ -354,7 +354,8 @@ def _svd_error(args, truth, out):
     (a,) = _f64(*args)
     u, s, vh = out
     u, vh = _f64(u, vh)
-    recon = _mm(u[..., :, : s.shape[-1]] * s[..., None, :].astype(u.dtype), vh[..., : s.shape[-1], :])
+    k = s.shape[-1]
+    recon = _mm(u[..., :, :k] * s[..., None, :].astype(u.dtype), vh[..., :k, :])
     eye_u, eye_v = jnp.eye(u.shape[-1]), jnp.eye(vh.shape[-2])
     orth_u = _fro(_mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u) - eye_u) / _fro(eye_u)
     orth_v = _fro(_mm(vh, jnp.conj(jnp.swapaxes(vh, -1, -2))) - eye_v) / _fro(eye_v)

@@ -277,15 +277,16 @@ def per_op_markdown(summary: dict) -> str:
 
 
 def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | None) -> str:
+    """The summary: per op and dtype, over the grid, below parity, skipped; `figures` and
+    `plot_note` (why there are none) are listed at the end."""
+    batch1, batch1_same = summary["batch1_min_vs_jax"], summary.get("batch1_min_vs_jax_same_op")
     lines = ["Speed-up = JAX's time / jax-cusolver-ms `auto`'s (device-side, median of repeats); "
              "vs torch likewise with torch.linalg's time.", "", per_op_markdown(summary),
              "Geometric mean over the grid: " + ", ".join(
-        f"{d} **{_x(g)}**" for d, g in summary["geomean_vs_jax"].items()) + ".",
-        f"Batch-1 cells: lowest speed-up {_x(summary['batch1_min_vs_jax'])}"
-        + (f" ({_x(summary['batch1_min_vs_jax_same_op'])} over the ops JAX has)"
-           if summary.get("batch1_min_vs_jax_same_op") not in (None,
-                                                               summary["batch1_min_vs_jax"])
-           else "") + ".", ""]
+                 f"{d} **{_x(g)}**" for d, g in summary["geomean_vs_jax"].items()) + ".",
+             f"Batch-1 cells: lowest speed-up {_x(batch1)}"
+             + (f" ({_x(batch1_same)} over the ops JAX has)"
+                if batch1_same not in (None, batch1) else "") + ".", ""]
     if summary.get("same_program_cells"):
         lines += [f"Cells where `auto` runs the very program JAX compiles (JAX's own lowering, "
                   f"nothing of ours around it): {summary['same_program_cells']}, timed once and "
@@ -489,9 +490,9 @@ def brief(doc: dict) -> str:
     if square:
         cells = square["cells"]
         skipped = sum(1 for c in cells if c.get("status") == "skipped")
-        lines.append(f"{len(cells)} cells ({skipped} skipped, "
-                     f"{len(failures(cells))} failures)"
-                     + ("" if square.get("complete") else " PARTIAL"))
+        lines.append(f"{len(cells)} cells ({skipped} skipped, {len(failures(cells))} failures): "
+                     + ("complete" if square.get("complete") else
+                        f"PARTIAL, {len(cells)} of {square.get('total', '?')}: --resume goes on"))
         lines.append(f"{'op':<12} {'dtype':<8} {'cells':>5} {'geomean vs JAX':>15} {'min':>7}")
         for e in square["summary"]["per_op"]:
             lines.append(f"{e['op']:<12} {e['dtype']:<8} {e['cells']:>5} "
@@ -678,6 +679,34 @@ _METHOD = """\
 """
 
 
+_REGENERATE = """\
+## Regenerating a report
+
+On a machine with the GPU, from the repository root (installed as in the README, with `[bench]`
+for the figures):
+
+```bash
+python -m benchmarks.report --grid full     # measure; replace benchmarks/results/<GPU>/ and this page
+```
+
+The full grid takes hours. Where a command may only run for minutes, run it in steps: the first
+step starts a new report, each later one goes on with it.
+
+```bash
+python -m benchmarks.report --grid full --budget-s 500
+python -m benchmarks.report --grid full --budget-s 500 --resume     # until it says complete
+```
+
+Without a GPU, `python -m benchmarks.report --render benchmarks/results/<GPU>/report.json`
+redraws a report's Markdown, figures and this page from its JSON. `python -m benchmarks.report`
+alone runs the quick grid (the smoke grid without a GPU) into a temporary folder, or into
+`--out`; `bash benchmarks/gpu_session.sh [GRID]` builds, tests and benchmarks on a bare GPU
+machine. A report is replaced, never appended to. The grids are defined in
+[benchmarks/grids.toml](../benchmarks/grids.toml); `python -m benchmarks.report --help` lists
+the options.
+"""
+
+
 def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
     """docs/benchmarks.md from every GPU's report: (folder name, report.json document)."""
     lines = ["# Benchmarks", "",
@@ -730,20 +759,7 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
                       f"(min {_x(s['min_vs_xla'])}, max {_x(s['max_vs_xla'])}); missing the "
                       f"bar: {', '.join(s['missing_the_bar']) or 'none'}.", "",
                       matmul_brief_markdown(mm["cells"])]
-    lines += [_METHOD, "## Regenerating a report", "",
-              "```bash",
-              "python -m benchmarks.report --grid full       # on the GPU: measure, then write "
-              "benchmarks/results/<GPU>/ and this page",
-              "python -m benchmarks.report --grid full --resume --budget-s 500   # the same, "
-              "in steps",
-              "python -m benchmarks.report --render benchmarks/results/H100/report.json   # "
-              "anywhere: redraw the Markdown, figures and this page",
-              "python -m benchmarks.report                   # the quick grid, written to a "
-              "temporary folder (or --out)",
-              "```", "",
-              "A report is replaced, never appended to. The grids are defined in "
-              "[benchmarks/grids.toml](../benchmarks/grids.toml); "
-              "`python -m benchmarks.report --help` lists the options.", ""]
+    lines += [_METHOD, _REGENERATE]
     return "\n".join(lines)
 
 

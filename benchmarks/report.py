@@ -505,8 +505,8 @@ def main(argv=None) -> int:
                            on_row=lambda rows: checkpoint(rows=rows))
         checkpoint(rows=rows)
     finish(doc, out, args, args.headline)
-    print(f"\n# wrote {out}/report.json, report.md and figures "
-          f"({time.perf_counter() - args.started:.0f} s)\n")
+    print(f"\n# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")
+          + f" ({time.perf_counter() - args.started:.0f} s)\n")
     print(render.brief(doc), flush=True)
     square_failures = render.failures((doc.get("square") or {}).get("cells", []))
     mm_failed = [r for r in (doc.get("matmul") or {}).get("cells", [])
@@ -576,7 +576,8 @@ def render_files(args) -> int:
                                     len(rows))
     out, _ = _out(args, gpu, measuring=False)
     finish(doc, out, args, args.headline)
-    print(f"# wrote {out}/report.json, report.md and figures\n")
+    print(f"# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")
+          + "\n")
     print(render.brief(doc), end="")
     return 0
 
