@@ -763,13 +763,18 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
     return "\n".join(lines)
 
 
-def write_docs(path: str = DOCS_PAGE, headline=()) -> str:
-    """docs/benchmarks.md from every benchmarks/results/<GPU>/report.json."""
+def docs_text(headline=()) -> str:
+    """docs/benchmarks.md as the reports in benchmarks/results/<GPU>/report.json make it."""
     reports = []
     for file in sorted(glob.glob(os.path.join(RESULTS_DIR, "*", "report.json"))):
         with open(file) as f:
             reports.append((os.path.basename(os.path.dirname(file)), json.load(f)))
+    return docs_page(reports, headline)
+
+
+def write_docs(path: str = DOCS_PAGE, headline=()) -> str:
+    """Writes docs_text() to `path` (docs/benchmarks.md)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        f.write(docs_page(reports, headline))
+        f.write(docs_text(headline))
     return path
