@@ -1,18 +1,10 @@
-"""Benchmark runner: jax_cusolver_ms against JAX's own linalg (and PyTorch when importable).
+"""The square cells of a benchmark grid: one op x dtype x batch x n, timed for JAX's own function,
+for jax_cusolver_ms under `auto` (and any other strategies asked for) and for PyTorch when it is
+importable, every jax_cusolver_ms answer checked against the same error measure of JAX's.
 
-Run from the repository root:
-
-    python -m benchmarks.bench                     # the full grid (GPU)
-    python -m benchmarks.bench --quick             # a small subset, under a minute
-    python -m benchmarks.bench --ops solve --dtypes float32 --shapes 64x512,16x2048
-
-The grid is declarative: ``OPS`` lists one ``Op`` per operation (our function, JAX's reference,
-the PyTorch function, how to build inputs, how to measure the error of an answer). Every cell
-(op x dtype x shape) times JAX's reference, jax_cusolver_ms under each requested strategy and
-PyTorch, checks every jax_cusolver_ms answer against the same error measure applied to JAX's
-answer, and records everything in JSON; a Markdown table is printed last and written beside it.
-
-Without a GPU the runner falls back to a tiny grid (a smoke check of the runner itself).
+`OPS` lists one `Op` per operation (our function, JAX's reference, the PyTorch function, how to
+build inputs, how to measure the error of an answer); `run_cell` measures one cell. The grids
+are in benchmarks/grids.toml and the command that runs them is benchmarks.report.
 """
 
 from __future__ import annotations
@@ -23,7 +15,6 @@ import datetime
 import functools
 import importlib
 import importlib.metadata
-import json
 import math
 import os
 import platform
@@ -31,7 +22,6 @@ import re
 import subprocess
 import sys
 import time
-import traceback
 from typing import Any, Callable, Sequence
 
 # JAX would otherwise take 75% of the GPU's memory at start-up, leaving too little to PyTorch and
@@ -45,11 +35,10 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)  # float64 cells, and float64 error checks
 
 
-
 def _import_package():
     """Import jax_cusolver_ms, an installed copy in preference to the source folder.
 
-    `python -m benchmarks.bench` puts the repository root first on sys.path, and the source
+    `python -m benchmarks.report` puts the repository root first on sys.path, and the source
     folder jax_cusolver_ms/ there has no compiled extension (pip builds it into site-packages).
     """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,17 +86,14 @@ except Exception:  # noqa: BLE001
     TIMER = "wall clock (jax_cusolver_ms.timing not importable)"
 
 
-STRATEGIES = ("auto", "looped", "sequential", "batched")  # the default set timed per cell
-# Every strategy the package knows ("blocked", potrf only, is timed on request).
-KNOWN_STRATEGIES = tuple(jcm.STRATEGIES) if jcm is not None else STRATEGIES
+STRATEGIES = ("auto",)  # the strategies timed per cell unless told otherwise
+# Every strategy the package knows (each may carry a lane count: "looped:16").
+KNOWN_STRATEGIES = tuple(jcm.STRATEGIES) if jcm is not None else ("auto", "looped",
+                                                                  "sequential", "batched",
+                                                                  "blocked")
 DTYPES = ("float32", "float64")
-# Shapes B x n of ANCHORS.md, plus a single matrix and a large batch of small ones.
-SHAPES = ((64, 128), (64, 256), (64, 512), (64, 1024), (16, 2048), (4, 4096), (1, 512), (256, 64))
-QUICK_SHAPES = ((64, 128), (64, 512))
-QUICK_DTYPES = ("float32",)
-QUICK_REPEATS = 5
-SMOKE_SHAPES = ((4, 8), (2, 32), (1, 16))  # no GPU: check the runner, not the speed
-SMOKE_REPEATS = 3
+REPEATS = 10
+SMOKE_REPEATS = 3  # no GPU: a check of the runner, not of the speed
 
 # An answer is flagged wrong when its error is not finite or exceeds
 # max(floor for its dtype, ERROR_RATIO x the error of JAX's answer to the same inputs).
@@ -368,7 +354,8 @@ def _svd_error(args, truth, out):
     (a,) = _f64(*args)
     u, s, vh = out
     u, vh = _f64(u, vh)
-    recon = _mm(u[..., :, : s.shape[-1]] * s[..., None, :].astype(u.dtype), vh[..., : s.shape[-1], :])
+    k = s.shape[-1]
+    recon = _mm(u[..., :, :k] * s[..., None, :].astype(u.dtype), vh[..., :k, :])
     eye_u, eye_v = jnp.eye(u.shape[-1]), jnp.eye(vh.shape[-2])
     orth_u = _fro(_mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u) - eye_u) / _fro(eye_u)
     orth_v = _fro(_mm(vh, jnp.conj(jnp.swapaxes(vh, -1, -2))) - eye_v) / _fro(eye_v)
@@ -455,14 +442,14 @@ OPS = {
         # JAX has no LDL: the references are its LU factorization and solve of the same system.
         Op("ldl_factor", _jax_lu_factor, None, _symmetric_with_solution,
            _factor_solution_error, ours=_ldl_factor, routine="sytrf"),
+        Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _backward_error,
+           ours=_ldl_solve, routine="sytrf"),
         Op("eigh", jnp.linalg.eigh, "linalg.eigh", _symmetric, _eigh_error, routine="eigh"),
         Op("eigvalsh", jnp.linalg.eigvalsh, "linalg.eigvalsh", _symmetric, _eigvalsh_error,
            routine="eigh"),
         Op("eig", jnp.linalg.eig, "linalg.eig", _general, _eig_error, routine="geev"),
         Op("eigvals", jnp.linalg.eigvals, "linalg.eigvals", _general, _eigvals_error,
            routine="geev"),
-        Op("ldl_solve", jnp.linalg.solve, None, _symmetric_with_solution, _backward_error,
-           ours=_ldl_solve, routine="sytrf"),
         # Square inputs: full and reduced SVD are the same shapes for all three libraries.
         Op("svd", jnp.linalg.svd, "linalg.svd", _general, _svd_error, routine="svd"),
         Op("svdvals", jnp.linalg.svdvals, "linalg.svdvals", _with_singular_values,
@@ -590,8 +577,8 @@ def text_signature(text: str) -> str:
     """program_signature of an optimized HLO module's text."""
     lines = [line for line in text.splitlines() if line.startswith(("%", "ENTRY", "  ", "}"))]
     text = _drop_attribute("\n".join(lines), "metadata")
-    # The timing stamps' slots are numbered per compiled program (H100: jnp.linalg.cholesky's
-    # stamps in slots 3 and 4, jcm.cholesky's in 1 and 2: session 13's probe).
+    # The timing stamps' slots are numbered per compiled program (jnp.linalg.cholesky's stamps
+    # may sit in slots 3 and 4 where jcm.cholesky's sit in 1 and 2): not a difference.
     text = re.sub(r"slot = \d+", "slot = #", text)
     return re.sub(r"%[\w.\-]+", "%", text)
 
@@ -644,7 +631,7 @@ def _resolve(module, dotted: str):
     return obj
 
 
-def _short(exc: BaseException) -> str:
+def short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     return text if len(text) < 2000 else text[:2000] + " ..."
 
@@ -659,7 +646,7 @@ def auto_plan(op: Op, shape, dtype: str, args) -> dict:
         plan = jcm.explain(op.routine or op.ours or op.name, tuple(shape), np.dtype(dtype),
                            strategy="auto", lanes=args.lanes)
     except Exception as exc:  # noqa: BLE001
-        return {"failed": _short(exc)}
+        return {"failed": short(exc)}
     found = {k: _jsonable(getattr(plan, k, None)) for k in ("strategy", "lanes", "reason",
                                                              "source")}
     found["text"] = str(plan)
@@ -683,7 +670,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
         inputs, truth = jax.block_until_ready(op.build(key, batch, n, dtype))
     except Exception as exc:  # noqa: BLE001
         cell["status"] = "error"
-        cell["note"] = "building inputs: " + _short(exc)
+        cell["note"] = "building inputs: " + short(exc)
         return cell
     impls = cell["impls"]
     floor = (op.error_floor or ERROR_FLOOR)[dtype]
@@ -705,7 +692,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
         cell["note"] = f"JAX: {slow}"
         return cell
     except Exception as exc:  # noqa: BLE001
-        impls["jax"] = {"failed": _short(exc)}
+        impls["jax"] = {"failed": short(exc)}
     bar = max(floor, ERROR_RATIO * jax_error) if math.isfinite(jax_error) else floor
     cell["error_bar"] = bar
 
@@ -737,7 +724,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
                 impls[name]["error"] = error
                 impls[name]["ok"] = bool(math.isfinite(error) and error <= bar)
             except Exception as exc:  # noqa: BLE001
-                impls[name] = {"failed": _short(exc)}
+                impls[name] = {"failed": short(exc)}
 
     extra_rounds(impls, timed, inputs, args, same_lowering=same_lowering)
     if same_as_jax and "failed" not in impls[same_as_jax]:
@@ -750,7 +737,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
             torch_inputs = [_to_torch(torch, x) for x in inputs]
             impls["torch"] = measure_torch(torch, fn, torch_inputs, args)
         except Exception as exc:  # noqa: BLE001
-            impls["torch"] = {"failed": _short(exc)}
+            impls["torch"] = {"failed": short(exc)}
         finally:
             torch_inputs = None
             torch.cuda.empty_cache()
@@ -766,7 +753,7 @@ def _jsonable(value):
 
 
 # ---------------------------------------------------------------------------------------------
-# Environment and output.
+# Environment.
 
 
 def _version(dist: str) -> str | None:
@@ -779,7 +766,6 @@ def _version(dist: str) -> str | None:
 def environment(torch) -> dict:
     env: dict[str, Any] = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "host": platform.node(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "jax_backend": jax.default_backend(),
@@ -822,140 +808,30 @@ def environment(torch) -> dict:
                 versions["jax_cusolver_ms_libraries"] = {
                     str(k): _jsonable(v) for k, v in dict(jcm.library_versions()).items()}
             except Exception as exc:  # noqa: BLE001
-                versions["jax_cusolver_ms_libraries"] = {"failed": _short(exc)}
+                versions["jax_cusolver_ms_libraries"] = {"failed": short(exc)}
         if hasattr(jcm, "gpu_available"):
             try:
                 env["jcm_gpu_available"] = bool(jcm.gpu_available())
             except Exception as exc:  # noqa: BLE001
-                env["jcm_gpu_available"] = _short(exc)
+                env["jcm_gpu_available"] = short(exc)
     else:
         env["jcm_import_error"] = JCM_IMPORT_ERROR
     env["versions"] = versions
     return env
 
 
-def _ms(result: dict | None, with_min: bool = False) -> str:
-    if not result:
-        return "-"
-    if "failed" in result:
-        return "error"
-    text = f"{result['median_ms']:.3g}"
-    if with_min:
-        text += f" ({result['min_ms']:.3g})"
-    if result.get("ok") is False:
-        text += " (wrong)"
-    return text
-
-
-def markdown(cells: list[dict], env: dict, strategies: Sequence[str]) -> str:
-    title = (f"{env['gpu']}, jax {env['versions']['jax']}: ms for the whole batch, median (min) "
-             f"(timer: {env['timer']})")
-    head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax", "auto picks", "best jcm",
-            "torch", "check"]
-    rows = []
-    for c in cells:
-        shape = f"{c['batch']}x{c['n']}"
-        if c.get("status") == "skipped":
-            rows.append([c["op"], c["dtype"], shape, "skipped: " + c["note"]] + [""] * 6)
-            continue
-        impls = c["impls"]
-        jax_r, auto = impls.get("jax"), impls.get("jcm:auto")
-        speedup = "-"
-        if jax_r and auto and "median_ms" in jax_r and "median_ms" in auto:
-            speedup = f"{jax_r['median_ms'] / auto['median_ms']:.2f}x"
-        timed = [(r["median_ms"], name.split(":", 1)[1]) for name, r in impls.items()
-                 if name.startswith("jcm:") and r.get("ok")]
-        best = f"{min(timed)[1]} {min(timed)[0]:.3g}" if timed else "-"
-        picks = "-"
-        if isinstance(c.get("explain"), dict) and c["explain"].get("strategy") is not None:
-            picks = str(c["explain"]["strategy"])
-            if c["explain"].get("lanes"):
-                picks += f"/{c['explain']['lanes']}"
-        wrong = [n.split(":", 1)[1] for n, r in impls.items() if r.get("ok") is False]
-        failed = [n.replace("jcm:", "") for n, r in impls.items() if "failed" in r]
-        check = []
-        if wrong:
-            check.append("WRONG " + ",".join(wrong))
-        if failed:
-            every = [n.replace("jcm:", "") for n in impls if n.startswith("jcm:")]
-            if len(every) > 1 and all(n in failed for n in every):
-                failed = ["all jcm"] + [n for n in failed if n not in every]
-            check.append("ERR " + ",".join(failed))
-        if not check:
-            if any(n.startswith("jcm:") for n in impls):
-                errs = [r["error"] for n, r in impls.items() if n.startswith("jcm:")]
-                check.append(f"ok ({max(errs):.0e})")
-            else:
-                check.append("no jcm")
-        rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), speedup,
-                     picks, best, _ms(impls.get("torch"), True), "; ".join(check)])
-    lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
-             "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines.append("")
-    floors = ", ".join(f"{d} {v:g}" for d, v in ERROR_FLOOR.items())
-    ops_here = {c["op"] for c in cells}
-    own = [f"{o.name}: " + ", ".join(f"{d} {v:g}" for d, v in o.error_floor.items())
-           for o in OPS.values() if o.error_floor and o.name in ops_here]
-    floors += f" ({'; '.join(own)})" if own else ""
-    lines.append(f"Strategies timed: {', '.join(strategies)}. 'best jcm': the fastest whose "
-                 f"answer passed the check, error <= max({ERROR_RATIO:g} x JAX's error, "
-                 f"{floors}); '(wrong)' marks a failed check; 'auto picks': jcm.explain(); failures are "
-                 f"listed in the .md file and the output.")
-    return "\n".join(lines) + "\n"
-
-
-def failures(cells: list[dict]) -> list[str]:
-    """One line per failure; the same error message in several places is listed once."""
-    wrong, errors = [], {}
-    for c in cells:
-        where = f"{c['op']} {c['dtype']} {c['batch']}x{c['n']}"
-        if c.get("status") == "error" and "note" in c and not c["impls"]:
-            errors.setdefault(c["note"].splitlines()[0][:300], []).append(where)
-        for name, r in c["impls"].items():
-            if "failed" in r:
-                message = (r["failed"].splitlines() or [""])[0][:300]
-                errors.setdefault(message, []).append(f"{where} {name}")
-            elif r.get("ok") is False:
-                wrong.append(f"WRONG {where} {name}: error {r['error']:.3g} > "
-                             f"{c['error_bar']:.3g}")
-    notes = wrong
-    for message, places in errors.items():
-        more = f" (and {len(places) - 1} more)" if len(places) > 1 else ""
-        notes.append(f"ERROR {places[0]}{more}: {message}")
-    return notes
-
-
 # ---------------------------------------------------------------------------------------------
-# Command line.
+# Measurement options (benchmarks.report takes them on its command line and passes them on).
 
 
 def _list(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-def _shapes(text: str) -> list[tuple[int, int]]:
-    out = []
-    for item in _list(text):
-        m = re.fullmatch(r"(\d+)\s*[xX]\s*(\d+)", item)
-        if not m:
-            raise argparse.ArgumentTypeError(f"shape {item!r} is not BxN (e.g. 64x512)")
-        out.append((int(m.group(1)), int(m.group(2))))
-    return out
-
-
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench",
-        description="Time jax_cusolver_ms against JAX (and PyTorch) over a grid of "
-                    "op x dtype x BxN, check every answer, write JSON + Markdown.")
-    p.add_argument("--ops", type=_list, default=None,
-                   help=f"comma-separated, from {','.join(OPS)} (default: all)")
-    p.add_argument("--dtypes", type=_list, default=None,
-                   help=f"comma-separated, from {','.join(DTYPES)} (default: both)")
-    p.add_argument("--shapes", type=_shapes, default=None,
-                   help="comma-separated BxN, e.g. '64x128,16x2048' (default: "
-                        + ",".join(f"{b}x{n}" for b, n in SHAPES) + ")")
+    """The options `run_cell` reads, checked; benchmarks.report builds them from its own."""
+    p = argparse.ArgumentParser(prog="benchmarks.bench",
+                                description="measurement options of one square cell")
     p.add_argument("--strategies", type=_list, default=list(STRATEGIES),
                    help="comma-separated jax_cusolver_ms strategies, each optionally "
                         "STRATEGY:LANES, e.g. 'auto,looped:16,batched:4' (default: "
@@ -963,7 +839,8 @@ def parse_args(argv=None):
     p.add_argument("--lanes", type=int, default=None,
                    help="pass lanes=N to jax_cusolver_ms (default: its own choice)")
     p.add_argument("--repeats", type=int, default=None,
-                   help="timed calls per measurement (default 10; --quick 5)")
+                   help=f"timed calls per measurement (default {REPEATS}; {SMOKE_REPEATS} "
+                        "with --cpu-smoke)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
     p.add_argument("--budget-s", type=float, default=4.0,
                    help="seconds one measurement may take: slow calls get fewer repeats, "
@@ -977,41 +854,18 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=1,
                    help="time JAX and ours this many times each, alternating, repeats pooled "
                         "(for cells whose GPU state drifts between blocks of repeats)")
-    p.add_argument("--quick", action="store_true",
-                   help="float32, " + ",".join(f"{b}x{n}" for b, n in QUICK_SHAPES)
-                        + f", {QUICK_REPEATS} repeats: under a minute")
     p.add_argument("--cpu-smoke", action="store_true",
-                   help="tiny shapes (" + ",".join(f"{b}x{n}" for b, n in SMOKE_SHAPES)
-                        + "); the default when JAX has no GPU and --shapes is not given")
+                   help=f"no GPU: {SMOKE_REPEATS} repeats unless --repeats says otherwise")
     p.add_argument("--no-torch", action="store_true", help="do not time PyTorch")
     p.add_argument("--max-input-gb", type=float, default=8.0,
                    help="skip cells whose inputs exceed this (default 8)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=os.path.join("benchmarks", "results"),
-                   help="folder for <tag>_<gpu>.json and .md (default benchmarks/results)")
-    p.add_argument("--tag", default=None, help="file-name prefix (default: a timestamp)")
     args = p.parse_args(argv)
-
-    for name in args.ops or []:
-        if name not in OPS:
-            p.error(f"unknown op {name!r}; known: {', '.join(OPS)}")
-    for name in args.dtypes or []:
-        if name not in DTYPES:
-            p.error(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}")
     for name in args.strategies:
         if name.partition(":")[0] not in KNOWN_STRATEGIES:
             p.error(f"unknown strategy {name!r}; known: {', '.join(KNOWN_STRATEGIES)}")
-    if args.tag is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", args.tag):
-        p.error("--tag may hold letters, digits, '.', '_' and '-' only")
-
-    smoke = args.cpu_smoke or (args.shapes is None and jax.default_backend() != "gpu")
-    args.smoke = smoke
-    args.ops = args.ops or list(OPS)
-    args.dtypes = args.dtypes or list(QUICK_DTYPES if args.quick else DTYPES)
-    if args.shapes is None:
-        args.shapes = list(SMOKE_SHAPES if smoke else QUICK_SHAPES if args.quick else SHAPES)
     if args.repeats is None:
-        args.repeats = SMOKE_REPEATS if smoke else QUICK_REPEATS if args.quick else 10
+        args.repeats = SMOKE_REPEATS if args.cpu_smoke else REPEATS
     args.min_repeats = min(args.min_repeats, args.repeats)
     return args
 
@@ -1028,83 +882,3 @@ def _import_torch(args):
     if jax.default_backend() != "gpu":
         return None, "JAX has no GPU"
     return torch, None
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    torch, torch_note = _import_torch(args)
-    env = environment(torch)
-    if torch_note:
-        env["torch_skipped"] = torch_note
-    print(f"# device: {env['gpu']} (driver {env['driver']}), jax backend {env['jax_backend']}, "
-          f"timer: {TIMER}", flush=True)
-    print(f"# versions: {json.dumps(env['versions'])}", flush=True)
-    if args.smoke:
-        print("# no GPU (or --cpu-smoke): tiny grid, a check of the runner, not of speed",
-              flush=True)
-    if jcm is None:
-        print(f"# jax_cusolver_ms not importable: {JCM_IMPORT_ERROR}", flush=True)
-    else:
-        print(f"# jax_cusolver_ms from {env['jcm_file']}, gpu_available: "
-              f"{env.get('jcm_gpu_available')}", flush=True)
-        if env["jax_backend"] == "gpu" and env.get("jcm_gpu_available") is not True:
-            print("# WARNING: JAX has a GPU but jax_cusolver_ms's CUDA extension is not loaded: "
-                  "its columns time JAX's fallback, not the lanes", flush=True)
-    if torch_note:
-        print(f"# torch skipped: {torch_note}", flush=True)
-
-    cells = []
-    grid = [(OPS[o], d, b, n) for o in args.ops for d in args.dtypes for b, n in args.shapes]
-    started = time.perf_counter()
-    gpu_slug = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env["gpu"])).strip("-") or "unknown"
-    stem = f"{args.tag or datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}_{gpu_slug}"
-    os.makedirs(args.out, exist_ok=True)
-    json_path = os.path.join(args.out, stem + ".json")
-    md_path = os.path.join(args.out, stem + ".md")
-    run_args = {k: v for k, v in vars(args).items()}
-    run_args["shapes"] = [f"{b}x{n}" for b, n in args.shapes]
-
-    def write_results():
-        # Rewritten after every cell: a run cut short still leaves every finished cell behind.
-        with open(json_path, "w") as f:
-            json.dump({"environment": env, "args": run_args, "cells": cells,
-                       "complete": len(cells) == len(grid),
-                       "seconds": round(time.perf_counter() - started, 1)}, f, indent=1)
-        with open(md_path, "w") as f:
-            f.write(markdown(cells, env, args.strategies))
-            if len(cells) < len(grid):
-                f.write(f"\n(partial: {len(cells)} of {len(grid)} cells)\n")
-            notes = failures(cells)
-            if notes:
-                f.write("\nFailures:\n\n" + "".join(f"- {n}\n" for n in notes))
-
-    for index, (op, dtype, batch, n) in enumerate(grid):
-        t0 = time.perf_counter()
-        try:
-            cell = run_cell(op, dtype, batch, n, args, torch, seed=args.seed + index)
-        except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
-            cell = {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "impls": {},
-                    "status": "error", "note": "runner: " + _short(exc),
-                    "traceback": traceback.format_exc()}
-        cell["seconds"] = round(time.perf_counter() - t0, 2)
-        cells.append(cell)
-        write_results()
-        times = " ".join(f"{k}={_ms(v)}" for k, v in cell["impls"].items())
-        print(f"[{index + 1}/{len(grid)}] {op.name} {dtype} {batch}x{n}: {cell['status']} "
-              f"{times} {cell.get('note', '')} ({cell['seconds']} s)", flush=True)
-
-    table = markdown(cells, env, args.strategies)
-    notes = failures(cells)
-    print(f"\n# wrote {json_path} and {md_path} "
-          f"({time.perf_counter() - started:.0f} s)")
-    if notes:
-        print("# failures:")
-        for n in notes:
-            print("#   " + n)
-    print()
-    print(table, flush=True)
-    return 1 if notes else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
