@@ -737,6 +737,22 @@ def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
     assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
+@requires_gpu
+@pytest.mark.parametrize("dtype, batch, n", [(np.float32, 17, 1100), (np.float32, 1, 2100),
+                                             (np.float64, 1, 2100)], ids=ids)
+def test_blocked_tall_panels(rng, dtype, batch, n):
+    # Panels of more rows than a block's threads, where they run as the rows shrink (on an
+    # H100): more matrices than a cluster launch takes, one block of two rows a thread, 16
+    # columns (17 x 1100); a cluster of two rows a thread, then of one, then one block (float32
+    # 1 x 2100); global memory (no cluster fits), then a cluster, then one block (float64).
+    a = symmetric(rng, (batch, n, n), dtype, kind="zero_diagonal").astype(dtype)
+    ld, pivots = ldl_factor(a, strategy="blocked")
+    check_factorization(a, ld, pivots, dtype)
+    b = _gaussian(rng, (batch, n, 2), dtype).astype(dtype)
+    x = ldl_solve(ld, pivots, b, strategy="blocked")
+    assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
+
+
 def small_kernel_cases():
     """test_small_kernels_match_lapack's matrices: the warp kernel's n (up to 8 and 16), the small
     block kernel's one and two rows a lane (17 to 64) and just past it (65: the ?sytf2 block
