@@ -618,7 +618,7 @@ def test_explain_knows_the_public_names():
 
 
 # ---------------------------------------------------------------------------------------------
-# The batched kernels (ffi/ldl_kernels.cu) on the GPU
+# The batched kernels (ffi/ldl/) on the GPU
 # ---------------------------------------------------------------------------------------------
 
 
@@ -688,8 +688,8 @@ def test_batched_beyond_kernel_n_falls_back_to_lanes(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-# The blocked factorization (ffi/ldl_ops.cc sytrf_blocked): kLdlBlock-column panels while at
-# least that many columns are left beyond the panel, then the ?sytf2 kernel
+# The blocked factorization (ffi/ldl/ldl_handlers.cc sytrf_blocked): kLdlBlock-column panels while
+# at least that many columns are left beyond the panel, then the ?sytf2 kernel
 # ---------------------------------------------------------------------------------------------
 
 LDL_BLOCK = 32
@@ -724,7 +724,7 @@ def test_blocked_matches_lapack(rng, dtype, n, kind):
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 @pytest.mark.parametrize("n", [2 * LDL_BLOCK + 1, 300])
 def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
-    # A single matrix updates its whole trailing square in one GEMM (ldl_ops.cc
+    # A single matrix updates its whole trailing square in one GEMM (ldl_handlers.cc
     # ldl_update_block): the upper triangle it writes is never read and never returned, NaN there
     # included.
     a = symmetric(rng, (n, n), dtype, kind="zero_diagonal").astype(dtype)
@@ -737,111 +737,25 @@ def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
     assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
-def _run_in_child(script, **env):
-    """Runs script (which prints 'ok' last) in a child Python from the repository root with the
-    environment variables env added: the kernels' JCM_* settings are read once per process."""
-    import os
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **env),
-                         capture_output=True, text=True, timeout=300, cwd=root)
-    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
-
-
 @requires_gpu
-def test_blocked_panels_in_global_memory():
-    # JCM_LDL_PANEL_SHARED=0 (read once per process, so in a child): every panel in global memory
-    # (lasyf_lower_kernel, which the default keeps for panels too tall for shared memory). The
-    # same pivots as LAPACK where it blocks alike (n <= 2 blocks + 1), else a factor that
-    # reconstructs A; 2x2 pivots across the panels' ends (zero diagonals).
-    script = (
-        "import sys, numpy as np, scipy.linalg, jax\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "sys.path.insert(0, 'tests')\n"
-        "from test_ldl import symmetric, check_factorization\n"
-        "from jax_cusolver_ms import ldl_factor\n"
-        "rng = np.random.default_rng(0)\n"
-        "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
-        "    for n in (40, 65, 257, 300):\n"
-        "        for kind in ('indefinite', 'zero_diagonal'):\n"
-        "            a = symmetric(rng, (2, n, n), dtype, kind=kind).astype(dtype)\n"
-        "            ld, piv = ldl_factor(a, strategy='blocked')\n"
-        "            check_factorization(a, ld, piv, dtype)\n"
-        "            if n <= 65 and dtype in (np.float64, np.complex128):\n"
-        "                f = scipy.linalg.lapack.get_lapack_funcs(('sytrf',), dtype=dtype)[0]\n"
-        "                for i in range(2):\n"
-        "                    np.testing.assert_array_equal(np.asarray(piv[i]),\n"
-        "                                                  f(a[i], lower=1)[1])\n"
-        "print('ok')\n"
-    )
-    _run_in_child(script, JCM_LDL_PANEL_SHARED="0")
-
-
-def panel_cases():
-    """test_shared_panel_matches_global_panel's matrices: one thread a row (257) and two (1100,
-    float32 / float64), random and with exact ties in the argmaxes (entries in {-1, 0, 1})."""
-    rng = np.random.default_rng(11)
-    cases = {}
-    for dtype in (np.float32, np.float64, np.complex128):
-        for n, batch in ((257, 2), (1100, 1)):
-            for kind in ("indefinite", "zero_diagonal", "banded"):
-                a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
-                cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a
-            x = rng.integers(-1, 2, size=(batch, n, n)).astype(dtype)
-            ties = np.tril(x) + np.tril(x, -1).swapaxes(-1, -2)
-            cases[f"{np.dtype(dtype).name}/{n}/ties"] = ties
-    return cases
-
-
-def _factors_in_child(path, cases, strategy, **env):
-    """ldl_factor(strategy) of every matrix of the case function `cases` (a name in this module)
-    in a child with the environment variables env added; its factors and pivots, by case key."""
-    script = (
-        "import sys, numpy as np, jax\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "sys.path.insert(0, 'tests')\n"
-        f"from test_ldl import {cases} as cases\n"
-        "from jax_cusolver_ms import ldl_factor\n"
-        "got = {}\n"
-        "for key, a in cases().items():\n"
-        f"    ld, piv = ldl_factor(a, strategy={strategy!r})\n"
-        "    got[key + '/ld'], got[key + '/piv'] = np.asarray(ld), np.asarray(piv)\n"
-        f"np.savez({str(path)!r}, **got)\n"
-        "print('ok')\n"
-    )
-    _run_in_child(script, **env)
-    return np.load(path)
-
-
-def _panel_factors_in_child(path, **env):
-    return _factors_in_child(path, "panel_cases", "blocked", **env)
-
-
-@requires_gpu
-def test_shared_panel_matches_global_panel(tmp_path):
-    # The shared-memory panel (lasyf_lower_shared_kernel, JCM_LDL_PANEL_CLUSTER=0 so that it
-    # takes every panel that fits) against the global-memory one (lasyf_lower_kernel,
-    # JCM_LDL_PANEL_SHARED=0), two independent kernels of the same arithmetic: in float64 /
-    # complex128 the same pivots, ties to the smaller row as LAPACK's i?amax (integer matrices:
-    # exact ties; 1100 rows: two rows a thread), and the same factor to rounding; every factor
-    # reconstructs A.
-    shared = _panel_factors_in_child(tmp_path / "shared.npz", JCM_LDL_PANEL_CLUSTER="0")
-    global_ = _panel_factors_in_child(tmp_path / "global.npz", JCM_LDL_PANEL_SHARED="0")
-    for key, a in panel_cases().items():
-        dtype, n = a.dtype, a.shape[-1]
-        for got in (shared, global_):
-            check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
-        if dtype in (np.float64, np.complex128):
-            np.testing.assert_array_equal(shared[key + "/piv"], global_[key + "/piv"],
-                                          err_msg=key)
-            err = rel_err(shared[key + "/ld"], global_[key + "/ld"])
-            assert err <= 10 * rtol_for(dtype, n), key
+@pytest.mark.parametrize("dtype, batch, n", [(np.float32, 17, 1100), (np.float32, 1, 2100),
+                                             (np.float64, 1, 2100)], ids=ids)
+def test_blocked_tall_panels(rng, dtype, batch, n):
+    # Panels of more rows than a block's threads, where they run as the rows shrink (on an
+    # H100): more matrices than a cluster launch takes, one block of two rows a thread, 16
+    # columns (17 x 1100); a cluster of two rows a thread, then of one, then one block (float32
+    # 1 x 2100); global memory (no cluster fits), then a cluster, then one block (float64).
+    a = symmetric(rng, (batch, n, n), dtype, kind="zero_diagonal").astype(dtype)
+    ld, pivots = ldl_factor(a, strategy="blocked")
+    check_factorization(a, ld, pivots, dtype)
+    b = _gaussian(rng, (batch, n, 2), dtype).astype(dtype)
+    x = ldl_solve(ld, pivots, b, strategy="blocked")
+    assert rel_err(x, reference_solve(a, b)) <= solve_tolerance(a, dtype)
 
 
 def small_kernel_cases():
-    """test_small_block_kernel_matches_the_other_kernels' matrices: n around the warp (32), the
-    small block kernel's one and two rows a lane (to 64) and just past it (65: the ?sytf2 block
+    """test_small_kernels_match_lapack's matrices: the warp kernel's n (up to 8 and 16), the small
+    block kernel's one and two rows a lane (17 to 64) and just past it (65: the ?sytf2 block
     kernel), random, with 2x2 pivots first (zero diagonal), interchanges with the next rows
     (banded), an exact zero in D (singular), exact ties in the argmaxes (entries in {-1, 0, 1})
     and a NaN in one matrix."""
@@ -849,7 +763,7 @@ def small_kernel_cases():
     cases = {}
     for dtype in (np.float32, np.float64, np.complex128):
         name = np.dtype(dtype).name
-        for n in (2, 5, 17, 32, 33, 64, 65):
+        for n in (2, 5, 16, 17, 32, 33, 64, 65):
             for kind in ("indefinite", "zero_diagonal", "banded", "singular"):
                 a = symmetric(rng, (3, n, n), dtype, kind=kind).astype(dtype)
                 cases[f"{name}/{n}/{kind}"] = a
@@ -861,127 +775,25 @@ def small_kernel_cases():
     return cases
 
 
-def _batched_factors_in_child(path, **env):
-    return _factors_in_child(path, "small_kernel_cases", "batched", **env)
-
-
-@requires_gpu
-def test_small_block_kernel_matches_the_other_kernels(tmp_path):
-    # The small block kernel (sytrf_small_block_kernel: the matrix mirrored in shared memory,
-    # rows relabelled, one barrier a step) with every thread shape it has (columns a thread 1, 2,
-    # 4, 8 up to n = 32; 2, 4, 8, 16 to 64; JCM_LDL_WARP_MAX_N=0 so that it takes every n up to
-    # 64), in children (the settings are read once per process), against the warp kernel
-    # (n <= 32, forced for every dtype) and the block kernel it replaces
-    # (sytrf_lower_kernel). Its thread shapes: the same bits. Every kernel: the same pivots in
-    # float64 / complex128 (the same arithmetic; float32's rounding may steer a tie elsewhere),
-    # the same factor to rounding, and a factor that reconstructs A; NaN stays in its matrix.
-    # LAPACK's own pivots up to n = 64 (where its ?sytrf does not block).
-    small = {cols: _batched_factors_in_child(tmp_path / f"small{cols}.npz",
-                                             JCM_LDL_WARP_MAX_N="0",
-                                             **({"JCM_LDL_SMALL_BLOCK_COLS": str(cols)}
-                                                if cols else {}))
-             for cols in (0, 1, 2, 4, 16)}  # 0: the default
-    warp = _batched_factors_in_child(tmp_path / "warp.npz", JCM_LDL_WARP_MAX_N="32",
-                                     JCM_LDL_SMALL_BLOCK_MAX_N="0")
-    block = _batched_factors_in_child(tmp_path / "block.npz", JCM_LDL_WARP_MAX_N="0",
-                                      JCM_LDL_SMALL_BLOCK_MAX_N="0")
+def test_small_kernels_match_lapack():
+    # The batched factor's kernels for small n (the warp and small block kernels; 65: the ?sytf2
+    # block kernel): a factor that reconstructs A, NaN kept in its matrix, and in float64 /
+    # complex128 LAPACK's own pivots up to n = 64, where its ?sytrf does not block (ties:
+    # LAPACK's rounding, FMAs or not, may break them elsewhere). On the CPU this checks the
+    # expectations against LAPACK.
     for key, a in small_kernel_cases().items():
         dtype, n, kind = a.dtype, a.shape[-1], key.split("/")[-1]
-        ld, piv = small[1][key + "/ld"], small[1][key + "/piv"]
-        for cols in (0, 2, 4, 16):
-            np.testing.assert_array_equal(small[cols][key + "/ld"], ld, err_msg=f"{key} {cols}")
-            np.testing.assert_array_equal(small[cols][key + "/piv"], piv, err_msg=f"{key} {cols}")
-        others = (block, warp) if n <= 32 else (block,)
-        for got in (small[1],) + others:
-            if kind == "nan":
-                assert np.isnan(got[key + "/ld"][1]).any(), key
-                check_factorization(a[0::2], got[key + "/ld"][0::2], got[key + "/piv"][0::2],
-                                    dtype)
-            elif kind != "singular":
-                check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
-        if dtype in (np.float64, np.complex128):
-            for other in others:
-                np.testing.assert_array_equal(other[key + "/piv"], piv, err_msg=key)
-                finite = np.isfinite(ld).all(axis=(-1, -2))
-                err = rel_err(ld[finite], other[key + "/ld"][finite])
-                assert err <= 10 * rtol_for(dtype, n), key
+        ld, piv = ldl_factor(a, strategy="batched")
+        ld, piv = np.asarray(ld), np.asarray(piv)
+        if kind == "nan":
+            assert np.isnan(ld[1]).any(), key
+            check_factorization(a[0::2], ld[0::2], piv[0::2], dtype)
+        elif kind != "singular":
+            check_factorization(a, ld, piv, dtype)
         if kind not in ("nan", "ties") and dtype in (np.float64, np.complex128) and n <= 64:
-            # (ties: LAPACK's rounding, FMAs or not, may break them elsewhere)
             f = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=dtype)[0]
             for i in range(3):
                 np.testing.assert_array_equal(piv[i], f(a[i], lower=1)[1], err_msg=key)
-
-
-# The cluster panel's settings that put small panels on clusters of every shape: a thread per row
-# over up to 8 blocks of 32, two or four rows a thread on 2 blocks, 16 blocks (non-portable).
-CLUSTER_SHAPES = {
-    "ranks8": dict(JCM_LDL_PANEL_CLUSTER="8", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
-    "rows4": dict(JCM_LDL_PANEL_CLUSTER="2", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
-    "ranks16": dict(JCM_LDL_PANEL_CLUSTER="16", JCM_LDL_PANEL_CLUSTER_THREADS="32"),
-}
-
-
-@requires_gpu
-@pytest.mark.parametrize("shape", sorted(CLUSTER_SHAPES))
-def test_blocked_panels_on_clusters(tmp_path, shape):
-    # Every panel of these small matrices on a cluster of blocks (lasyf_lower_cluster_kernel,
-    # which the default keeps for a few matrices' tall panels), in a child (the settings are read
-    # once per process): a factor that reconstructs A; in float64 / complex128 the pivots of the
-    # one-block panel here and its factor to rounding (the same arithmetic, which float32's
-    # rounding may steer to other pivots), LAPACK's pivots where it blocks alike; 2x2 pivots
-    # across panel ends, interchanges with the next rows, a zero column (info kept), NaN in, NaN
-    # out.
-    out = tmp_path / "cluster.npz"
-    script = (
-        "import sys, numpy as np, jax\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "sys.path.insert(0, 'tests')\n"
-        "from test_ldl import cluster_cases\n"
-        "from jax_cusolver_ms import ldl_factor\n"
-        "got = {}\n"
-        "for key, a in cluster_cases().items():\n"
-        "    ld, piv = ldl_factor(a, strategy='blocked')\n"
-        "    got[key + '/ld'], got[key + '/piv'] = np.asarray(ld), np.asarray(piv)\n"
-        f"np.savez({str(out)!r}, **got)\n"
-        "print('ok')\n"
-    )
-    _run_in_child(script, JCM_LDL_PANEL_CLUSTER_MIN_ROWS="1", **CLUSTER_SHAPES[shape])
-    got = np.load(out)
-    for key, a in cluster_cases().items():
-        dtype, n = a.dtype, a.shape[-1]
-        ld, piv = ldl_factor(a, strategy="blocked")
-        if key.endswith("/nan"):
-            assert np.isnan(got[key + "/ld"]).any(), key
-            continue
-        if dtype in (np.float64, np.complex128):
-            np.testing.assert_array_equal(got[key + "/piv"], np.asarray(piv), err_msg=key)
-            assert rel_err(got[key + "/ld"], np.asarray(ld)) <= 10 * rtol_for(dtype, n), key
-        check_factorization(a, got[key + "/ld"], got[key + "/piv"], dtype)
-        if key.endswith("/zero"):
-            assert np.all(got[key + "/piv"][:, 37] == 38), key
-        if n <= 65 and dtype in (np.float64, np.complex128):
-            f = scipy.linalg.lapack.get_lapack_funcs(("sytrf",), dtype=dtype)[0]
-            for i in range(a.shape[0]):
-                np.testing.assert_array_equal(got[key + "/piv"][i], f(a[i], lower=1)[1])
-
-
-def cluster_cases():
-    """test_blocked_panels_on_clusters' matrices (1 to 6 of each: a panel launch's clusters)."""
-    rng = np.random.default_rng(7)
-    cases = {}
-    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
-        for n, batch in ((65, 3), (97, 1), (130, 6), (257, 1), (300, 2)):
-            for kind in ("indefinite", "zero_diagonal", "banded"):
-                a = symmetric(rng, (batch, n, n), dtype, kind=kind).astype(dtype)
-                cases[f"{np.dtype(dtype).name}/{n}/{kind}"] = a
-        a = symmetric(rng, (2, 160, 160), dtype) + 4 * 160 * np.eye(160)
-        a[1, 37, :] = a[1, :, 37] = 0
-        a[0, 37, :] = a[0, :, 37] = 0
-        cases[f"{np.dtype(dtype).name}/160/zero"] = a.astype(dtype)
-        a = symmetric(rng, (1, 130, 130), dtype).astype(dtype)
-        a[0, 90, 20] = np.nan
-        cases[f"{np.dtype(dtype).name}/130/nan"] = a
-    return cases
 
 
 @pytest.mark.parametrize("zero", [5, 3 * LDL_BLOCK + 7])
@@ -998,12 +810,13 @@ def test_blocked_zero_column(rng, zero):
 
 
 # ---------------------------------------------------------------------------------------------
-# The blocked solve (ffi/ldl_ops.cc sytrs_blocked): LAPACK ?sytrs in blocks of kLdlSolveBlock
-# columns cut at 0, 64, 128, ... (a 2x2 pivot across a cut moves that matrix's cut down one)
+# The blocked solve (ffi/ldl/ldl_handlers.cc sytrs_blocked): LAPACK ?sytrs in blocks of
+# kLdlSolveBlock columns cut at 0, 64, 128, ... (a 2x2 pivot across a cut moves that matrix's cut
+# down one)
 # ---------------------------------------------------------------------------------------------
 
 LDL_SOLVE_BLOCK = 64
-LDL_SOLVE_TRSM_MAX_COUNT = 4  # ffi/ldl_ops.cc kLdlSolveTrsmMaxCount
+LDL_SOLVE_TRSM_MAX_COUNT = 4  # ffi/ldl/ldl_kernels.h kLdlSolveTrsmMaxCount
 
 
 def _lapack_factors(a, dtype):
@@ -1040,36 +853,6 @@ def test_blocked_solve_matches_lapack_sytrs(rng, dtype, n, kind, batch):
         tol = solve_tolerance(a, dtype)
         assert rel_err(x, _lapack_solves(ld, pivots, b, dtype)) <= tol
         assert rel_err(x, reference_solve(a, b)) <= tol
-
-
-@requires_gpu
-def test_blocked_solve_narrow_blocks():
-    # JCM_LDL_SOLVE_BLOCK=8 (read once per process, so in a child): blocks of 8 make every kind
-    # of cut frequent (a 2x2 pivot on either side, rows pulled into a block from far below and
-    # swapped again by later steps of the same block). Batches of 6: the blocked kernels (up to
-    # 4 matrices take the TRSM route).
-    script = (
-        "import sys, numpy as np, scipy.linalg, jax\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "sys.path.insert(0, 'tests')\n"
-        "from test_ldl import symmetric, _gaussian, _lapack_factors, _lapack_solves\n"
-        "from conftest import rel_err\n"
-        "from jax_cusolver_ms import ldl_solve\n"
-        "rng = np.random.default_rng(0)\n"
-        "for dtype in (np.float32, np.float64, np.complex64, np.complex128):\n"
-        "    for n in (7, 8, 9, 17, 100, 203):\n"
-        "        for kind in ('indefinite', 'zero_diagonal'):\n"
-        "            a = symmetric(rng, (6, n, n), dtype, kind=kind).astype(dtype)\n"
-        "            ld, piv = _lapack_factors(a, dtype)\n"
-        "            b = _gaussian(rng, (6, n, 3), dtype).astype(dtype)\n"
-        "            x = np.asarray(ldl_solve(ld, piv, b, strategy='blocked'))\n"
-        "            ref = _lapack_solves(ld, piv, b, dtype)\n"
-        "            single = dtype in (np.float32, np.complex64)\n"
-        "            err = rel_err(x, ref)\n"
-        "            assert err < (1e-2 if single else 1e-9), (dtype, n, kind, err)\n"
-        "print('ok')\n"
-    )
-    _run_in_child(script, JCM_LDL_SOLVE_BLOCK="8")
 
 
 @requires_gpu

@@ -1,13 +1,12 @@
 // LDL^T family: Bunch-Kaufman sytrf (legacy 32-bit API) and sytrs (64-bit Xsytrs) as traits for
 // run_looped, and their FFI handlers. cuSOLVER has no batched LDL^T: the batched strategy runs
-// this project's kernels (ldl_kernels.cu, lower triangle; the factor kernel n <= kLdlKernelMaxN),
+// this project's kernels (ldl_kernels.h, lower triangle; the factor kernel n <= kLdlKernelMaxN),
 // one launch per chunk; the blocked strategy (lower) this project's panels with cuBLAS GEMM
 // trailing updates (sytrf) and its blocked solve, or for a few matrices ?sytrs2's route with
 // cuBLAS TRSMs (sytrs); other calls run cuSOLVER on lanes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -27,19 +26,14 @@ namespace {
 // barriers and short dependent loops, so latency bounds it: where a launch's blocks have an SM
 // each (count <= SMs), 512 threads hide more of it from n = 128 on; where blocks share SMs, 256
 // (H100 float32 ?sytf2 kernel, 256 / 512 threads: 64x64 0.132 / 0.138 ms, 64x128 0.316 / 0.303,
-// 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels: 512 from n = 512 (64x1024
-// blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 / 0.819). Fewer
-// threads lose at every small shape: each warp then updates more of the step's columns one after
-// another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 1x32 0.100 / 0.088 / 0.058 / 0.063,
-// 256x32 0.125 / 0.086 / 0.072 / 0.079, 256x128 1.40 / 0.78 / 0.47 / 0.37; s17-ldl-t*; float64,
-// 64 / 128 / 256: 64x32 0.101 / 0.072 / 0.065-0.079, 256x64 0.249 / 0.179 / 0.138-0.152;
-// s20-ldl-c9-*).
-// JCM_LDL_THREADS (a multiple of 32 up to 1024) sets every launch's, to measure.
+// 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels in global memory: 512 from
+// n = 512 (64x1024 blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 /
+// 0.819). Fewer threads lose at every small shape: each warp then updates more of the step's
+// columns one after another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 256x128 1.40 /
+// 0.78 / 0.47 / 0.37 ms; the H100 report).
 enum class LdlKernel { kSytf2, kPanel };
 
 inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
-  static const int forced = threads_from_env("JCM_LDL_THREADS");
-  if (forced) return forced;
   if (kernel == LdlKernel::kPanel) return n >= 512 ? 512 : 256;
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -48,40 +42,6 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
     return 256;
   }
   return n >= 128 && count <= sms ? 512 : 256;
-}
-
-// Up to this n the batched factorization runs the warp-per-matrix kernel (sytrf_small_batched:
-// a step is shuffles and selects, no barrier): n <= 16 (H100, the whole ldl_factor against the
-// ?sytf2 block kernel, s17-ldl-warp / s17-ldl-block: float32 256x16 0.030 / 0.041 ms, float64
-// 256x16 0.035 / 0.043, 4x16 0.032 / 0.036). Above, a double's shuffles and selects are two each
-// and the small block kernel wins (float32 4x32 0.054 / 0.043, 256x32 0.062 / 0.054; s22-c1-*);
-// at n <= 16 the two are within these ~0.03 ms cells' noise (s22-c2-nowarp / -default).
-// JCM_LDL_WARP_MAX_N (0 .. kLdlWarpMaxN; 0: never) sets it, to measure.
-inline int64_t ldl_warp_max_n() {
-  static const int64_t forced = block_size_from_env("JCM_LDL_WARP_MAX_N", -1, 0, kLdlWarpMaxN);
-  return forced >= 0 ? forced : 16;
-}
-
-// Past the warp kernel's n and up to this one, the batched factorization runs the block kernel
-// with the matrix mirrored in shared memory (sytrf_small_block_batched: one barrier a step, every
-// warp taking the step's decision itself) instead of sytrf_lower_kernel (three barriers a step):
-// n <= kLdlSmallBlockMaxN = 64 (H100, s22-c1-*, the grid). JCM_LDL_SMALL_BLOCK_MAX_N (0 ..
-// kLdlSmallBlockMaxN; 0: never) sets it, to measure.
-inline int64_t ldl_small_block_max_n() {
-  static const int64_t forced =
-      block_size_from_env("JCM_LDL_SMALL_BLOCK_MAX_N", -1, 0, kLdlSmallBlockMaxN);
-  return forced >= 0 ? forced : kLdlSmallBlockMaxN;
-}
-
-// Columns each thread of sytrf_small_block_batched updates: fewer warps, each searching every
-// step's pivot itself, for more entries a thread. 8 warps beat 16 and 32 at every batch (H100,
-// the whole ldl_factor, 8 / 16 / 32 warps: float64 256x32 0.053 / 0.079 / 0.100 ms, 4x32 0.045 /
-// 0.054 / 0.057, 256x64 0.152 / 0.201 / 0.232; float32 4x32 0.043 / 0.049 / 0.052;
-// s22-c1-cols*). JCM_LDL_SMALL_BLOCK_COLS (1 .. 16) sets it, to measure.
-inline int ldl_small_block_cols(int64_t n) {
-  static const int64_t forced = block_size_from_env("JCM_LDL_SMALL_BLOCK_COLS", 0, 1, 16);
-  if (forced) return static_cast<int>(forced);
-  return n <= 32 ? 4 : 8;
 }
 
 // A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
@@ -126,13 +86,14 @@ struct sytrf_traits {
   bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    if (n <= ldl_warp_max_n()) {
+    // One warp a matrix, then one block with the matrix mirrored in shared memory (one barrier
+    // a step), then the ?sytf2 block kernel (three).
+    if (n <= kLdlWarpMaxN) {
       JCM_CUDA(sytrf_small_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                    ipiv + begin * n, info + begin));
-    } else if (n <= ldl_small_block_max_n()) {
+    } else if (n <= kLdlSmallBlockMaxN) {
       JCM_CUDA(sytrf_small_block_batched(ctx.stream, end - begin, n, a + begin * n * n,
-                                         ipiv + begin * n, info + begin,
-                                         ldl_small_block_cols(n)));
+                                         ipiv + begin * n, info + begin));
     } else {
       JCM_CUDA(sytrf_lower_batched(ctx.stream, end - begin, n, a + begin * n * n,
                                    ipiv + begin * n, info + begin,
@@ -152,8 +113,7 @@ struct sytrf_traits {
 // first row `target`, one GEMM per block column. The last < 2 nb columns: the ?sytf2 kernel
 // from each matrix's own column. The panels' GEMVs read L2; the GEMMs hold the O(n^3) flops
 // that the unblocked kernel streams through one SM per matrix (H100 float32 64 x 1024: 122 ms).
-inline constexpr int64_t kLdlBlock = 32;
-inline constexpr int64_t kLdlUpdateBlock = 256;  // GEMM block columns of the trailing update
+// Panels of kLdlBlock columns, updates in kLdlUpdateBlock block columns (ldl_kernels.h).
 inline constexpr size_t kLdlPanelBytes = size_t{256} << 20;  // panel buffers: chunk the batch
 
 // Matrices per pass of a blocked routine (batch >= 1): as many as fit their buffers, item_bytes
@@ -162,21 +122,12 @@ inline int64_t ldl_chunk(int64_t batch, size_t item_bytes) {
   return std::clamp<int64_t>(static_cast<int64_t>(kLdlPanelBytes / item_bytes), 1, batch);
 }
 
-// The panel width: kLdlBlock, or JCM_LDL_BLOCK (8..kLdlMaxBlock) to measure others.
-inline int64_t ldl_block() {
-  static const int64_t block = block_size_from_env("JCM_LDL_BLOCK", kLdlBlock, 8, kLdlMaxBlock);
-  return block;
-}
-
 // The trailing update's GEMM block columns. A single matrix takes its whole trailing square in
 // one GEMM: the upper triangle's half is wasted flops (and never read: the kernels read the lower
 // triangle, and ldl_factor returns tril), but at batch 1 the ~(n - target) / kLdlUpdateBlock
-// launches a panel cost more than those flops (H100, s17-ldl-whole / s17-ldl-upd256: 1x2048
-// float32 12.7 / 13.4 ms, float64 15.4 / 16.1; 1x1024 4.25 / 4.46; equal up to n = 512).
-// JCM_LDL_UPDATE_BLOCK sets it, to measure.
+// launches a panel cost more than those flops (H100, whole / 256 block columns: 1x2048 float32
+// 12.7 / 13.4 ms, float64 15.4 / 16.1; 1x1024 4.25 / 4.46; equal up to n = 512; the H100 report).
 inline int64_t ldl_update_block(int64_t count, int64_t n) {
-  static const int64_t forced = block_size_from_env("JCM_LDL_UPDATE_BLOCK", 0, 8, INT32_MAX);
-  if (forced) return forced;
   return count == 1 ? n : kLdlUpdateBlock;
 }
 
@@ -187,7 +138,7 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
   const int64_t batch = op.batch(), n = op.n;
   if (batch == 0) return ffi::Error::Success();
-  const int64_t nb = ldl_block();
+  const int64_t nb = kLdlBlock;
   const int64_t panel = n * (nb + 1);  // elements of one matrix's W (and L) buffer
   const int64_t chunk = ldl_chunk(batch, 2 * panel * sizeof(T) + sizeof(int));
   const size_t buffer_bytes = align_up(chunk * panel * sizeof(T));
@@ -243,7 +194,7 @@ struct sytrs_traits {
   static constexpr const char* kName = "sytrs";
   // Xsytrs appears to read its inputs outside the handle's stream: on the H100 (cuSOLVER
   // 12.0.4) it faulted (illegal addresses, as with garbage pivots) unless every launch was
-  // synchronous (CUDA_LAUNCH_BLOCKING=1 passed). See benchmarks/diag/ and results/probes/.
+  // synchronous (CUDA_LAUNCH_BLOCKING=1 passed).
   static constexpr bool kInputsOnHostSync = true;
   int64_t items, n, nrhs;
   cublasFillMode_t uplo;
@@ -299,25 +250,9 @@ struct sytrs_traits {
 // the rows below, one kernel the block's steps. The unblocked kernel's n dependent steps over
 // the whole of B become 2 n / nb launches whose serial part is nb steps on nb rows in shared
 // memory (H100 float32, the solve alone: 1x2048 11.7 -> 4.60 ms, 64x1024 6.63 -> 3.04; below
-// n = 512 the unblocked kernel's single launch wins, strategy.py BLOCKED_MIN_N).
-inline constexpr int64_t kLdlSolveBlock = 64;
-
-inline int64_t ldl_solve_block() {
-  static const int64_t block =
-      block_size_from_env("JCM_LDL_SOLVE_BLOCK", kLdlSolveBlock, 8, kLdlSolveMaxBlock);
-  return block;
-}
-
-// Up to this many matrices the blocked solve takes LAPACK ?sytrs2's route (sytrs_trsm): the
-// factor converted once, then cuBLAS TRSMs, a pair a matrix; more matrices take the blocked
-// kernels, one launch over the batch per block. JCM_LDL_SOLVE_TRSM sets it (0: never), to measure.
-inline constexpr int64_t kLdlSolveTrsmMaxCount = 4;
-
-inline int64_t ldl_solve_trsm_max_count() {
-  static const int64_t count =
-      block_size_from_env("JCM_LDL_SOLVE_TRSM", kLdlSolveTrsmMaxCount, 0, INT32_MAX);
-  return count;
-}
+// n = 512 the unblocked kernel's single launch wins, strategy.py BLOCKED_MIN_N). Blocks of
+// kLdlSolveBlock columns; up to kLdlSolveTrsmMaxCount matrices take LAPACK ?sytrs2's route
+// instead (sytrs_trsm: the factor converted once, then cuBLAS TRSMs, a pair a matrix).
 
 // ?sytrs2 (lower) on every matrix, after sytrs_blocked's prologue: ldl_solve_convert's P, L (in
 // scratch) and D's blocks; X = P L^-T D^-1 L^-1 P^T B (transpose, not conjugate: complex
@@ -366,11 +301,11 @@ ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
   const int64_t batch = op.batch(), n = op.n, nrhs = op.nrhs;
   if (batch == 0) return ffi::Error::Success();
-  if (batch <= ldl_solve_trsm_max_count() && ldl_solve_convert_fits<T>(n) &&
+  if (batch <= kLdlSolveTrsmMaxCount && ldl_solve_convert_fits<T>(n) &&
       batch * n * n * sizeof(T) <= kLdlPanelBytes) {
     return sytrs_trsm(call, scratch, op);
   }
-  const int64_t nb = ldl_solve_block();
+  const int64_t nb = kLdlSolveBlock;
   const int64_t per_item = (nb + 1) * nrhs;  // elements of one matrix's y / t
   const int64_t chunk = ldl_chunk(batch, per_item * sizeof(T));
   JCM_ASSIGN_OR_RETURN(std::byte * work,
