@@ -1,4 +1,11 @@
-"""Loads the CUDA extension and registers its FFI targets with XLA (once, at import)."""
+"""Loads the extension: the CUDA module (its FFI targets registered with XLA once, at import)
+and the CUDA-free module of its limits.
+
+`limits` is `_jcm_limits` (ffi/core/limits_module.cc): the strategies, each routine's limits and
+the JCM_* settings, defined once in C++ (ffi/core/limits.h). It imports wherever the package was
+built, also without the CUDA libraries; None in a source checkout without a build, where every op
+runs JAX's own implementation.
+"""
 from __future__ import annotations
 
 import atexit
@@ -6,6 +13,11 @@ import atexit
 import jax
 
 from . import _compat
+
+try:
+    from . import _jcm_limits as limits
+except ImportError:  # a source checkout without a build
+    limits = None
 
 try:
     from . import _jcm_ffi as _ext

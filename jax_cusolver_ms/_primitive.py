@@ -106,8 +106,11 @@ class SolverPrimitive:
 
 
 def ffi_solver_call(target: str, operands, results, *, matrix_operands, matrix_results,
-                    aliases=None, **attrs):
-    """Calls an FFI solver target with column-major layouts on the matrix operands/results."""
+                    aliases=None, choice=None, **attrs):
+    """Calls an FFI solver target with column-major layouts on the matrix operands/results;
+    `choice` (a strategy.Choice) gives its strategy and lanes attributes."""
+    if choice is not None:
+        attrs.update(choice.ffi_attributes())
     in_layouts = [column_major(x.ndim) if i in matrix_operands else None
                   for i, x in enumerate(operands)]
     out_layouts = [column_major(len(r.shape)) if i in matrix_results else None

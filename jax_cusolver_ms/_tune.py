@@ -125,15 +125,17 @@ WORKLOADS = {w.op: w for w in [
 
 def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
                with_xla: bool = True) -> dict[str, tuple[str, int]]:
-    """{candidate name: (strategy, lanes) to request} for one cell. Each request is resolved by
-    strategy.choose, so a name says what really runs (e.g. "batched" where no batched API fits
-    runs lanes: it is left out) and lanes never exceed the batch."""
+    """{candidate name: (strategy, lanes) to request} for one cell: the strategies that can run
+    it (strategy.feasible: the extension's limits), each resolved by strategy.choose, so a name
+    says what really runs (e.g. the one-launch kernels take no lanes) and lanes never exceed
+    the batch."""
     routine = _strategy.routine_of(op, n, n)
+    possible = _strategy.feasible(routine, n, n)
     found = {_tables.XLA: (_tables.XLA, 1)} if with_xla else {}
     requests = [("sequential", 1)]
     # Our own kernels (LDL^T) also take single matrices: cuSOLVER's sytrf host-synchronises.
     single = routine in _strategy.SINGLE_MATRIX_KERNEL
-    if (batch >= 2 or single) and routine in _strategy.BLOCKED_OPS:
+    if (batch >= 2 or single) and "blocked" in possible:
         requests.append(("blocked", 1))
     if batch >= 2:
         requests += [(s, count) for s in ("looped", "batched") for count in lanes
@@ -141,10 +143,10 @@ def candidates(op: str, batch: int, n: int, dtype: str, lanes: Sequence[int],
     elif single or _strategy.small_kernel(routine, n, n):  # the one-launch kernels too
         requests.append(("batched", 1))
     for strategy, count in requests:
+        if strategy not in possible:
+            continue
         choice = _strategy.choose(routine, batch, (n, n), dtype, strategy, count)
-        if choice.strategy == strategy:
-            found.setdefault(_tables.candidate_name(choice.strategy, choice.lanes),
-                             (strategy, count))
+        found.setdefault(_tables.candidate_name(choice.strategy, choice.lanes), (strategy, count))
     return found
 
 

@@ -48,7 +48,7 @@ def _potrf_cuda(a, *, lower, strategy, lanes):
         "jcm_potrf", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(a.shape[:-2], np.int32)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        lower=lower, strategy=choice.code, lanes=choice.lanes)
+        lower=lower, choice=choice)
     # As JAX: any info != 0 makes the whole matrix NaN, then the unused triangle is zeroed
     # (cuSOLVER leaves the input there).
     factor = jnp.where((info == 0)[..., None, None], factor, jnp.array(np.nan, a.dtype))
@@ -120,7 +120,7 @@ def _potrs_cuda(c, b, *, lower, strategy, lanes):
         "jcm_potrs", [c, b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(c.shape[:-2], np.int32)],
         matrix_operands={0, 1}, matrix_results={0}, aliases={1: 0},
-        lower=lower, strategy=choice.code, lanes=choice.lanes)
+        lower=lower, choice=choice)
     return [x]
 
 

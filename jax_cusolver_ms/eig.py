@@ -82,7 +82,7 @@ def _geev_cuda(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
          jax.ShapeDtypeStruct(a.shape[:-1], _complex_dtype(a.dtype)),
          jax.ShapeDtypeStruct(vr_shape, a.dtype), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0, 2}, aliases={0: 0},
-        compute_right_eigenvectors=right, strategy=choice.code, lanes=choice.lanes)
+        compute_right_eigenvectors=right, choice=choice)
     outs = [nan_unless_ok(w, info)]
     if right:
         if not jnp.iscomplexobj(vr):

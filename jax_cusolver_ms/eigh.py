@@ -74,7 +74,7 @@ def _syevd_ffi(a, choice, *, lower, jacobi, mask=True):
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
          jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        lower=lower, jacobi=jacobi, strategy=choice.code, lanes=choice.lanes)
+        lower=lower, jacobi=jacobi, choice=choice)
     return [nan_unless_ok(v, info), nan_unless_ok(w, info)] if mask else [v, w]
 
 

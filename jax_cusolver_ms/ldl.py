@@ -147,7 +147,7 @@ def _sytrf_cuda(a, *, lower, hermitian, strategy, lanes):
          jax.ShapeDtypeStruct(a.shape[:-1], np.int32),
          jax.ShapeDtypeStruct(a.shape[:-2], np.int32)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        lower=lower, strategy=choice.code, lanes=choice.lanes)
+        lower=lower, choice=choice)
     return _finish_factor(ld, pivots, info, lower)
 
 
@@ -193,7 +193,7 @@ def _sytrs_cuda(ld, pivots, b, *, lower, hermitian, strategy, lanes):
         "jcm_sytrs", [ld, _to_int64_p.bind(pivots), b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(ld.shape[:-2], np.int32)],
         matrix_operands={0, 2}, matrix_results={0}, aliases={2: 0},
-        lower=lower, strategy=choice.code, lanes=choice.lanes)
+        lower=lower, choice=choice)
     # Xsytrs reports only illegal arguments in info; a singular D gives inf/NaN in x, as LAPACK.
     return [x]
 

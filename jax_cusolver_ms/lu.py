@@ -63,7 +63,7 @@ def _getrf_guarded(a, choice):
          jax.ShapeDtypeStruct(batch + (min(m, n),), np.int32),
          jax.ShapeDtypeStruct(batch, np.int32)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        strategy=choice.code, lanes=choice.lanes)
+        choice=choice)
     pivots = ipiv - 1  # LAPACK's 1-based pivots -> JAX's 0-based
     permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, m)
     # As JAX: only an illegal-argument info (< 0) poisons the result; singular U is returned.
@@ -127,7 +127,7 @@ def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
         "jcm_getrs", [lu, pivots + 1, b],
         [jax.ShapeDtypeStruct(b.shape, b.dtype), jax.ShapeDtypeStruct(lu.shape[:-2], np.int32)],
         matrix_operands={0, 2}, matrix_results={0}, aliases={2: 0},
-        trans=trans, strategy=choice.code, lanes=choice.lanes)
+        trans=trans, choice=choice)
     return [x]
 
 
@@ -266,6 +266,7 @@ def _solve_matrix(a, b, params):
     """a (..., n, n), b (..., n, k) with equal batch dims. Differentiable in a and b, reusing
     one factorization for the forward solve and the transposed solve of the backward pass."""
     lu_, pivots, _ = getrf.bind(lax.stop_gradient(a), **params)
+    params = _strategy.for_part("getrs", params)  # "blocked" is the factorization's only
     solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=0, **params)[0]
     transpose_solve = lambda _, x: getrs.bind(lu_, pivots, x, trans=1, **params)[0]
     return lax.custom_linear_solve(lambda x: matmul(a, x), b, solve, transpose_solve)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _compat
+from . import _compat, _ffi
 from ._compat import NOT_MAPPED, ShapedArray, ad, batching
 from ._primitive import register_lowerings
 
@@ -27,7 +27,10 @@ _CONJUGATED = {_N: _CONJ, _T: _C, _C: _T, _CONJ: _N}  # conj(op(x)) as an op on 
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}  # the FFI attribute's codes
 # The FFI attribute `algorithm`: -1 autotune, -2 cuBLAS's own GEMM, i >= 0 cuBLASLt's i-th.
-MAX_ALGORITHM = 255  # the largest heuristic candidate index the handler accepts
+# The largest heuristic candidate index the handler accepts (ffi/core/limits.h); without a build
+# of the extension XLA's dot runs and ignores it.
+MAX_ALGORITHM = (_ffi.limits.constants()["matmul_max_algorithm"] if _ffi.limits is not None
+                 else float("inf"))
 
 MATMUL_DTYPES = tuple(np.dtype(d) for d in (jnp.bfloat16, jnp.float16, np.float32, np.float64,
                                             np.complex64, np.complex128))

@@ -61,7 +61,7 @@ def _geqrf_cuda(a, *, strategy, lanes):
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
          jax.ShapeDtypeStruct(a.shape[:-2] + (min(m, n),), a.dtype), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        strategy=choice.code, lanes=choice.lanes)
+        choice=choice)
     return nan_where_failed(h, info), nan_where_failed(taus, info)
 
 
@@ -91,7 +91,7 @@ def _orgqr_cuda(a, taus, *, strategy, lanes):
     q, info = ffi_solver_call(
         "jcm_orgqr", [a, taus], [jax.ShapeDtypeStruct(a.shape, a.dtype), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0}, aliases={0: 0},
-        strategy=choice.code, lanes=choice.lanes)
+        choice=choice)
     return [nan_where_failed(q, info)]
 
 
@@ -127,14 +127,15 @@ def _ormqr_jax(a, taus, c, *, left, transpose, strategy, lanes):
 
 
 def _ormqr_cuda(a, taus, c, *, left, transpose, strategy, lanes):
-    choice = _strategy.choose("ormqr", batch_size(c, 2), c.shape[-2:], c.dtype, strategy, lanes)
+    choice = _strategy.choose("ormqr", batch_size(c, 2), c.shape[-2:], c.dtype, strategy, lanes,
+                              left=left)
     if not choice.uses_ffi:
         return _ormqr_jax(a, taus, c, left=left, transpose=transpose, strategy=strategy,
                           lanes=lanes)
     out, info = ffi_solver_call(
         "jcm_ormqr", [a, taus, c], [jax.ShapeDtypeStruct(c.shape, c.dtype), info_result(c, 2)],
         matrix_operands={0, 2}, matrix_results={0}, aliases={2: 0},
-        left=left, transpose=transpose, strategy=choice.code, lanes=choice.lanes)
+        left=left, transpose=transpose, choice=choice)
     return [nan_where_failed(out, info)]
 
 

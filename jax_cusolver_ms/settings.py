@@ -1,7 +1,10 @@
 """Defaults for `strategy=` and `lanes=`: environment variables, then `config(...)` blocks.
 
 The values are read when an op is traced, so a function jitted before a `config` block keeps
-the choice it was traced with.
+the choice it was traced with. The strategy names and the most lanes a call may take are the
+extension's (ffi/core/limits.h, read through `_jcm_limits`); without a build of it every op runs
+JAX's own implementation, and any strategy name is accepted (there is nothing to check it
+against).
 """
 from __future__ import annotations
 
@@ -9,23 +12,37 @@ import contextlib
 import os
 import threading
 
-STRATEGIES = ("auto", "looped", "sequential", "batched", "blocked")
+from . import _ffi
+
+# "auto" and the extension's strategies, in the order of their FFI attribute values.
+STRATEGIES = ("auto",) + (tuple(_ffi.limits.strategies()) if _ffi.limits is not None else ())
+# The lane count of `auto`'s heuristic rules where no table says otherwise.
 DEFAULT_LANES = 8
-MAX_LANES = 32  # the C++ pool's cap per device
+# The most lanes one call may take: the C++ pool's cap per device (None without the extension).
+MAX_LANES = _ffi.limits.constants()["max_lanes"] if _ffi.limits is not None else None
 
 _ENV_STRATEGY = "JAX_CUSOLVER_MS_STRATEGY"
 _ENV_LANES = "JAX_CUSOLVER_MS_LANES"
 
 
-def check_strategy(strategy: str) -> str:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+def _prefix(op: str | None) -> str:
+    return f"{op}: " if op else ""
+
+
+def check_strategy(strategy, op: str | None = None) -> str:
+    """`strategy` if it is a strategy's name, else a ValueError naming `op`."""
+    unchecked = _ffi.limits is None and isinstance(strategy, str) and strategy
+    if not unchecked and strategy not in STRATEGIES:
+        raise ValueError(f"{_prefix(op)}strategy must be one of {STRATEGIES}, got {strategy!r}")
     return strategy
 
 
-def check_lanes(lanes) -> int:
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_LANES:
-        raise ValueError(f"lanes must be an int in [1, {MAX_LANES}], got {lanes!r}")
+def check_lanes(lanes, op: str | None = None) -> int:
+    """`lanes` if it is a lane count the extension takes, else a ValueError naming `op`."""
+    most = MAX_LANES if MAX_LANES is not None else float("inf")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= most:
+        span = f"[1, {MAX_LANES}]" if MAX_LANES is not None else ">= 1"
+        raise ValueError(f"{_prefix(op)}lanes must be an int in {span}, got {lanes!r}")
     return lanes
 
 
@@ -65,8 +82,9 @@ def config(strategy: str | None = None, lanes: int | None = None):
         _state.stack.pop()
 
 
-def resolve(strategy: str | None, lanes: int | None) -> tuple[str, int | None]:
-    """Per-call keywords override the defaults in force."""
+def resolve(strategy: str | None, lanes: int | None,
+            op: str | None = None) -> tuple[str, int | None]:
+    """Per-call keywords override the defaults in force; errors name `op`."""
     default_strategy, default_lanes = current()
-    return (check_strategy(strategy) if strategy is not None else default_strategy,
-            check_lanes(lanes) if lanes is not None else default_lanes)
+    return (check_strategy(strategy, op) if strategy is not None else default_strategy,
+            check_lanes(lanes, op) if lanes is not None else default_lanes)

@@ -69,8 +69,7 @@ def _gesvdj(a, full_matrices, compute_uv, choice):
                     jax.ShapeDtypeStruct(batch + (n, k if econ else n), a.dtype)]
     _, s, info, *vectors = ffi_solver_call(
         "jcm_gesvdj", [a], results, matrix_operands={0}, matrix_results={0, 3, 4},
-        aliases={0: 0}, econ=econ, compute_uv=compute_uv, strategy=choice.code,
-        lanes=choice.lanes)
+        aliases={0: 0}, econ=econ, compute_uv=compute_uv, choice=choice)
     if not compute_uv:
         return [s], info
     u, v = vectors  # gesvdj returns V itself
@@ -93,7 +92,7 @@ def _gesvd(a, full_matrices, compute_uv, choice):
     _, s, info, *vectors = ffi_solver_call(
         "jcm_gesvd", [a], results, matrix_operands=column_major & {0},
         matrix_results=column_major, aliases={0: 0}, full_matrices=full_matrices,
-        compute_uv=compute_uv, transposed=transposed, strategy=choice.code, lanes=choice.lanes)
+        compute_uv=compute_uv, transposed=transposed, choice=choice)
     return [s, *vectors], info
 
 

@@ -48,15 +48,23 @@ XLA_MARGIN = 0.10
 # potrf 16x32: tune measured blocked 0.100 vs JAX 0.120 ms, the report 0.076 vs 0.060 ms).
 TINY_MS = 0.25
 XLA_MARGIN_TINY = 0.35
-# ... except where the alternative is this project's one-launch kernel that needs no
-# non-finite-input guard (the batched path of these routines up to this n: syevj
-# ffi/eigh_kernels.cu, gesvdj ffi/svd_kernels.cu, getrf ffi/lu_kernels.cu). There `auto`'s
-# "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us,
-# benchmarks/results/s10-guard-probe.md) that the "xla" time (JAX's own function) leaves out, as
-# large as XLA_MARGIN at these sizes: only MARGIN applies then. H100 float32 eigh 64x32: the
-# kernel 0.128 ms, JAX 0.136 (s15-jacobi-kernel3), and JAX inside the guard 0.92x of JAX in the
-# grid (0.89x at 256x16 before the kernel won there).
-UNGUARDED_KERNELS = {"syevj": 32, "gesvdj": 32, "getrf": 64}
+# ... except where the alternative is this project's one-launch kernel that writes NaN for a
+# non-finite matrix itself and so needs no guard (the batched path of the routines whose
+# small-matrix kernel does, up to its n: ffi/core/limits.h small_writes_nan; syevj, gesvdj,
+# getrf). There `auto`'s "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us)
+# that the "xla" time (JAX's own function) leaves out, as large as XLA_MARGIN at these sizes:
+# only MARGIN applies then. H100 float32 eigh 64x32: the kernel 0.128 ms, JAX 0.136, and JAX
+# inside the guard 0.92x of JAX in the grid (0.89x at 256x16 before the kernel won there).
+def unguarded_max_n(routine: str) -> int:
+    """Up to this n the batched path of `routine` is a kernel that needs no guard (0: none)."""
+    from . import _ffi
+
+    if _ffi.limits is None:
+        return 0
+    limit = _ffi.limits.routines().get(routine, {})
+    return limit["small_max_n"] if limit.get("small_writes_nan") else 0
+
+
 # How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
 # out the heuristic rules do.
 EXTRAPOLATE_N = 2
@@ -66,16 +74,31 @@ N_WEIGHT = 2.0  # how much more a step in log2 n counts than one in log2 batch (
 
 # --- candidates -------------------------------------------------------------------------------
 
+def _laned() -> set:
+    """The strategies whose candidates carry a lane count ("looped:8"): the extension's that run
+    on lanes (ffi/core/limits.h strategy_uses_lanes); the others, and "xla", carry none."""
+    from . import _ffi
+
+    if _ffi.limits is None:
+        raise RuntimeError("strategy tables need the extension's limits (the compiled module "
+                           "jax_cusolver_ms._jcm_limits)")
+    return {name for name, info in _ffi.limits.strategies().items() if info["lanes"]}
+
+
 def candidate_name(strategy: str, lanes: int = 1) -> str:
     """"xla", "sequential", "looped:8", "batched:1", ..."""
-    return strategy if strategy in (XLA, "sequential", "blocked") else f"{strategy}:{int(lanes)}"
+    return f"{strategy}:{int(lanes)}" if strategy in _laned() else strategy
 
 
 def parse_candidate(name: str) -> tuple[str, int]:
+    from . import _ffi
+
     strategy, _, lanes = name.partition(":")
-    if strategy in (XLA, "sequential", "blocked") and not lanes:
+    laned = _laned()
+    if not lanes and (strategy == XLA or strategy in _ffi.limits.strategies()) and \
+            strategy not in laned:
         return strategy, 1
-    if strategy in ("looped", "batched") and lanes.isdigit() and int(lanes) >= 1:
+    if strategy in laned and lanes.isdigit() and int(lanes) >= 1:
         return strategy, int(lanes)
     raise ValueError(f"not a candidate name: {name!r} (xla, sequential, blocked, looped:L, "
                      "batched:L)")
@@ -95,7 +118,7 @@ class Point:
         if candidate in self.times_ms:
             return self.times_ms[candidate]
         strategy, lanes = parse_candidate(candidate)
-        if lanes > self.batch >= 1 and strategy in ("looped", "batched"):
+        if lanes > self.batch >= 1 and strategy in _laned():
             return self.times_ms.get(candidate_name(strategy, self.batch))
         return None
 
@@ -225,7 +248,7 @@ class Table:
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         fastest = ranked[0][1]
         xla = times.get(XLA, math.inf)
-        unguarded = (n <= UNGUARDED_KERNELS.get(routine, 0)
+        unguarded = (n <= unguarded_max_n(routine)
                      and parse_candidate(ranked[0][0])[0] == "batched")
         margin = MARGIN if unguarded else XLA_MARGIN_TINY if xla < TINY_MS else XLA_MARGIN
         if xla <= fastest * (1 + margin):
@@ -354,7 +377,7 @@ def overlay(tuned: Table | None, shipped: Table | None) -> tuple:
     """The tables `auto` reads for one GPU: the tuned points laid over the shipped ones (the
     tuned time wins for a candidate both measured at a point). One table, not two consulted in
     turn: a tuned table of a few sizes would otherwise answer for every size by clamping to its
-    edge (H100, session 8: a tune of n <= 64 sent lu_factor 16x2048 to JAX's 693 ms instead of
+    edge (H100: a tune of n <= 64 sent lu_factor 16x2048 to JAX's 693 ms instead of
     the shipped table's lanes at 23 ms)."""
     if tuned is None or shipped is None:
         return tuple(t for t in (tuned, shipped) if t is not None)

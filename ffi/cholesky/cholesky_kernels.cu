@@ -9,6 +9,9 @@
 
 namespace jcm {
 
+using limits::kCholeskySmallMaxN;
+using limits::kCholeskySmallMaxRhs;
+
 namespace {
 
 using namespace kernel;

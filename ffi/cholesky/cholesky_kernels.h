@@ -8,13 +8,9 @@
 
 #include <cstdint>
 
+#include "core/limits.h"  // the kernels' limits: kCholeskySmallMaxN, kCholeskySmallMaxRhs
+
 namespace jcm {
-
-// Largest n the kernels take: a lane of each warp holds two rows in potrs_small_batched.
-inline constexpr int64_t kCholeskySmallMaxN = 64;
-
-// Most right-hand sides potrs_small_batched takes (one warp each, 32 warps at most per block).
-inline constexpr int64_t kCholeskySmallMaxRhs = 64;
 
 // For `count` column-major n x n matrices (a, stride n * n): the Cholesky factor of the
 // Hermitian matrix that a's `lower` (else upper) triangle defines, LAPACK ?potrf's steps, the
@@ -27,9 +23,9 @@ cudaError_t potrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, b
                                 const T* a, T* out);
 
 // For `count` systems A X = B from potrf_small_batched's factor c (A = L L^H with L c's lower
-// triangle, or A = U^H U with U its upper one; the other triangle never read), n <= 64,
-// column-major n x nrhs B with nrhs <= kCholeskySmallMaxRhs: the two triangular solves of ?potrs,
-// c in shared memory, one warp per right-hand side. x may alias b.
+// triangle, or A = U^H U with U its upper one; the other triangle never read), n <=
+// kCholeskySmallMaxN, column-major n x nrhs B with nrhs <= kCholeskySmallMaxRhs: the two
+// triangular solves of ?potrs, c in shared memory, one warp per right-hand side. x may alias b.
 template <typename T>
 cudaError_t potrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
                                 bool lower, const T* c, const T* b, T* x);

@@ -1,69 +1,52 @@
 // run_looped: the one driver every solver op goes through. It owns the lanes, the fork/join with
 // XLA's stream, the hoisted workspace and error collection; an op only says how to query its
-// workspace and how to run one batch item (and, optionally, a chunk through a batched API).
+// workspace and how to run one batch item (and, optionally, a chunk through a batched path or the
+// whole batch through a blocked algorithm). The strategy reaching it is feasible: call_config
+// (handler_util.h) has checked it against core/limits.h and refused it otherwise.
 //
 // An op ("traits") provides:
 //   static constexpr const char* kName;
-//   int64_t batch() const;
+//   InPlace<T> io;                          // the matrices worked on in place, and info
 //   std::string workspace_key() const;      // identifies the call shape for the query cache
 //   ffi::ErrorOr<Workspace> query_workspace(const LaneContext&) const;
 //   ffi::Error run_item(const LaneContext&, int64_t item, const Workspace&, void* work) const;
-//   bool has_batched() const;               // a native batched API applies to this call
+// and, where the routine has them (core/limits.h says which):
 //   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const;  // may query
 //   ffi::Error run_batched(const LaneContext&, int64_t begin, int64_t end, void* work) const;
-//   ffi::Error prologue(cudaStream_t xla_stream) const;   // on XLA's stream, before the fork
+// and, next to it, the blocked algorithm (found by argument-dependent lookup):
+//   ffi::Error run_blocked(const CallConfig&, ffi::ScratchAllocator&, const Op&);
 // and, optionally:
+//   static constexpr bool kZeroInfo = true;
+//     some path leaves info unwritten (a batched kernel that reports nothing): the prologue
+//     zeroes it (otherwise only for an empty call, which runs nothing).
 //   static constexpr bool kInputsOnHostSync = true;
 //     the routine reads its inputs outside its stream (e.g. a blocking copy on the legacy default
 //     stream, which XLA's and the lanes' non-blocking streams do not order with): each lane waits
-//     on the host until its stream has the inputs before its first per-item call (the native
-//     batched APIs are left to run asynchronously).
+//     on the host until its stream has the inputs before its first per-item call (the batched
+//     paths are left to run asynchronously). Xsytrs did so on the H100 (cuSOLVER 12.0.4: illegal
+//     addresses unless every launch was synchronous); the other 64-bit API routines with a host
+//     workspace (Xsyevd, Xgeev, Xgesvd) are treated alike (they block the host anyway).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "core/batch_kernels.h"
 #include "core/lane_pool.h"
+#include "core/limits.h"
+#include "core/solver_api.h"
 #include "core/status.h"
 
 namespace jcm {
-
-// Values of the `strategy` attribute. "auto" never reaches C++: Python resolves it at lowering.
-enum class Strategy : int32_t {
-  kLooped = 0,      // one cuSOLVER call per item, spread over lanes (own stream + thread each)
-  kSequential = 1,  // one cuSOLVER call per item, all on XLA's stream from the calling thread
-  kBatched = 2,     // a native batched API; with lanes > 1 each lane takes a chunk of the batch
-  // A blocked algorithm over the whole batch on XLA's stream, built from batched APIs and this
-  // project's panel kernels (getrf, potrf, sytrf). An op without one runs as kLooped (Python
-  // never asks for that).
-  kBlocked = 3,
-};
-
-// A blocked algorithm's block size: `fallback`, or the environment variable `name` when set to a
-// value in [lo, hi] (to measure others; read once per process by the caller's static).
-inline int64_t block_size_from_env(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* env = std::getenv(name);
-  if (env == nullptr) return fallback;
-  const int64_t value = std::atoll(env);
-  return value >= lo && value <= hi ? value : fallback;
-}
-
-// A kernel's threads per block from the environment variable `name` (a multiple of 32 up to
-// 1024, to measure others), else 0: the caller's own choice. Read once per process by the
-// caller's static.
-inline int threads_from_env(const char* name) {
-  const int64_t value = block_size_from_env(name, 0, 32, 1024);
-  return static_cast<int>(value % 32 == 0 ? value : 0);
-}
 
 struct Workspace {
   size_t device_bytes = 0;
@@ -131,6 +114,69 @@ inline ffi::ErrorOr<std::byte*> allocate_scratch(ffi::ScratchAllocator& scratch,
   return reinterpret_cast<std::byte*>(addr);
 }
 
+// Copies an operand into the result it is solved in place in, unless XLA aliased the two.
+inline ffi::Error copy_if_not_aliased(cudaStream_t stream, void* dst, const void* src,
+                                      size_t bytes) {
+  if (dst == src || bytes == 0) return ffi::Error::Success();
+  JCM_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  return ffi::Error::Success();
+}
+
+// What every routine's traits share: `items` matrices, the operand `in` (`bytes` long) that the
+// routine works on in place in the result `data`, and one info per matrix; `empty` where a
+// dimension is zero (nothing to compute).
+template <typename T>
+struct InPlace {
+  int64_t items;
+  const void* in;
+  T* data;
+  size_t bytes;
+  int* info;
+  bool empty;
+
+  // On XLA's stream before anything runs: the operand copied into place, and info zeroed where
+  // no path will write it.
+  ffi::Error prepare(cudaStream_t stream, bool zero_info) const {
+    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, data, in, bytes));
+    if (zero_info) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
+    return ffi::Error::Success();
+  }
+};
+
+// ptrs[i] = base + i * stride (in elements), for i < count: the pointer arrays batched APIs take.
+template <typename T>
+ffi::Error fill_pointers(cudaStream_t stream, T** ptrs, T* base, int64_t stride, int64_t count) {
+  JCM_CUDA(fill_pointer_array(stream, reinterpret_cast<void**>(ptrs), base, stride * sizeof(T),
+                              count));
+  return ffi::Error::Success();
+}
+
+// The workspace of a legacy-API routine: its _bufferSize call `query(args..., &lwork)` (cuSOLVER's
+// `routine` for T, e.g. "potrf_bufferSize", in errors) gives lwork elements of T; at least one
+// (LAPACK's contract). lwork_of reads it back.
+template <typename T, typename Query, typename... Args>
+ffi::ErrorOr<Workspace> lwork_workspace(const std::string& routine, Query query, Args... args) {
+  int lwork = 0;
+  JCM_CUSOLVER(routine_name<T>("cusolverDn", routine.c_str()), query(args..., &lwork));
+  return Workspace{static_cast<size_t>(std::max(lwork, 1)) * sizeof(T), 0};
+}
+template <typename T>
+int lwork_of(const Workspace& ws) {
+  return static_cast<int>(ws.device_bytes / sizeof(T));
+}
+
+template <typename Op, typename = void>
+struct zero_info : std::false_type {};
+template <typename Op>
+struct zero_info<Op, std::void_t<decltype(Op::kZeroInfo)>> : std::bool_constant<Op::kZeroInfo> {};
+
+// The items to compute (none for an empty call) after the prologue on XLA's stream.
+template <typename Op>
+ffi::ErrorOr<int64_t> prepare_items(const Op& op, cudaStream_t xla_stream) {
+  JCM_RETURN_IF_ERROR(op.io.prepare(xla_stream, op.io.empty || zero_info<Op>::value));
+  return op.io.empty ? 0 : op.io.items;
+}
+
 namespace detail {
 
 // Counts down as lane tasks finish enqueuing their work (the GPU work itself is joined by events).
@@ -193,13 +239,34 @@ template <typename Op>
 struct inputs_need_host_sync<Op, std::void_t<decltype(Op::kInputsOnHostSync)>>
     : std::bool_constant<Op::kInputsOnHostSync> {};
 
+template <typename Op, typename = void>
+struct has_batched_path : std::false_type {};
+template <typename Op>
+struct has_batched_path<Op, std::void_t<decltype(&Op::run_batched)>> : std::true_type {};
+
+template <typename Op, typename = void>
+struct has_blocked_path : std::false_type {};
+template <typename Op>
+struct has_blocked_path<Op, std::void_t<decltype(run_blocked(std::declval<const CallConfig&>(),
+                                                             std::declval<ffi::ScratchAllocator&>(),
+                                                             std::declval<const Op&>()))>>
+    : std::true_type {};
+
+// A strategy the op has no path for: call_config refuses it first, so this is a safety net.
+inline ffi::Error no_path(const char* op, Strategy strategy) {
+  return invalid_argument(std::string(op) + ": no " +
+                          kStrategyNames[static_cast<int>(strategy)] + " path");
+}
+
 template <typename Op>
 ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, const Op& op) {
-  JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
-  const int64_t batch = op.batch();
+  const bool batched = call.strategy == Strategy::kBatched;
+  if constexpr (!has_batched_path<Op>::value) {
+    if (batched) return no_path(Op::kName, call.strategy);
+  }
+  JCM_ASSIGN_OR_RETURN(const int64_t batch, prepare_items(op, call.xla_stream));
   if (batch == 0) return ffi::Error::Success();
 
-  const bool batched = call.strategy == Strategy::kBatched && op.has_batched();
   int want = call.strategy == Strategy::kSequential ? 1 : std::max(call.lanes, 1);
   want = static_cast<int>(std::min<int64_t>(want, batch));
 
@@ -218,11 +285,14 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   Workspace ws;
   size_t slot_bytes = 0;
   int64_t chunk = batch;
-  if (batched) {
-    chunk = (batch + nlanes - 1) / nlanes;
-    JCM_ASSIGN_OR_RETURN(size_t chunk_bytes, op.batched_workspace(context_for(0), chunk));
-    slot_bytes = align_up(chunk_bytes);
-  } else {
+  if constexpr (has_batched_path<Op>::value) {
+    if (batched) {
+      chunk = (batch + nlanes - 1) / nlanes;
+      JCM_ASSIGN_OR_RETURN(size_t chunk_bytes, op.batched_workspace(context_for(0), chunk));
+      slot_bytes = align_up(chunk_bytes);
+    }
+  }
+  if (!batched) {
     JCM_ASSIGN_OR_RETURN(ws, detail::cached_workspace(op, context_for(0)));
     slot_bytes = align_up(ws.device_bytes);
   }
@@ -232,10 +302,12 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   auto run_unit = [&](const LaneContext& ctx, int lane_index,
                       std::atomic<int64_t>& next) -> ffi::Error {
     void* slot = work ? work + slot_bytes * lane_index : nullptr;
-    if (batched) {
-      int64_t begin = lane_index * chunk, end = std::min(batch, begin + chunk);
-      if (begin >= end) return ffi::Error::Success();
-      return op.run_batched(ctx, begin, end, slot);
+    if constexpr (has_batched_path<Op>::value) {
+      if (batched) {
+        int64_t begin = lane_index * chunk, end = std::min(batch, begin + chunk);
+        if (begin >= end) return ffi::Error::Success();
+        return op.run_batched(ctx, begin, end, slot);
+      }
     }
     if constexpr (inputs_need_host_sync<Op>::value) {
       JCM_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -283,6 +355,35 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   }
   for (auto& err : errors) JCM_RETURN_IF_ERROR(err);
   return ffi::Error::Success();
+}
+
+// A blocked algorithm over the whole batch on XLA's stream: after the prologue, `bytes(batch)` of
+// scratch and, with one lane's handles bound to XLA's stream and info zeroed (the blocks merge
+// their failures into it), body(ctx, batch, work).
+template <typename Op, typename Bytes, typename Body>
+ffi::Error run_blocked_inline(const CallConfig& call, ffi::ScratchAllocator& scratch, const Op& op,
+                              Bytes&& bytes, Body&& body) {
+  JCM_ASSIGN_OR_RETURN(const int64_t batch, prepare_items(op, call.xla_stream));
+  if (batch == 0) return ffi::Error::Success();
+  JCM_ASSIGN_OR_RETURN(std::byte * work, allocate_scratch(scratch, bytes(batch), Op::kName));
+  return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
+    JCM_CUDA(cudaMemsetAsync(op.io.info, 0, batch * sizeof(int), ctx.stream));
+    return body(ctx, batch, work);
+  });
+}
+
+// Runs `op` by the call's strategy: its blocked algorithm, or run_looped (the lanes, XLA's stream
+// item by item, or its batched path).
+template <typename Op>
+ffi::Error run(const CallConfig& call, ffi::ScratchAllocator& scratch, const Op& op) {
+  if (call.strategy == Strategy::kBlocked) {
+    if constexpr (has_blocked_path<Op>::value) {
+      return run_blocked(call, scratch, op);
+    } else {
+      return no_path(Op::kName, call.strategy);
+    }
+  }
+  return run_looped(call, scratch, op);
 }
 
 }  // namespace jcm

@@ -110,7 +110,7 @@ __device__ void copy_matrix(T* dst, int ld_dst, const T* src, int ld_src, int ro
 }
 
 // The most static shared memory (__shared__ arrays: reductions, pivot lists) any kernel here
-// declares (ptxas -v, session 13: 784 B at most); launches budget for it next to their dynamic
+// declares (ptxas -v: 784 B at most); launches budget for it next to their dynamic
 // shared memory.
 constexpr size_t kStaticShared = 1024;
 
@@ -157,8 +157,8 @@ inline MatrixPlace place_matrix(int64_t rows, int64_t cols, size_t elem_bytes,
 // every warp repeats the pivot search, and other blocks fill the SM anyway); with fill_smem (the
 // launch's dynamic shared memory) as many threads as fill the SM next to the blocks its shared
 // memory holds (potrf: no warp repeats another's work). H100 float32 getrf_small, JAX / kThreads
-// per matrix: 256x32 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087; a thread per row 0.053
-// (session 13). potrf_small vs JAX (s14-cholesky-kernel*): float64 1024 x 64 a thread per row (7
+// per matrix: 256x32 0.057 / 0.044 ms, but 1024x32 0.057 / 0.087; a thread per row 0.053.
+// potrf_small vs JAX: float64 1024 x 64 a thread per row (7
 // blocks of 64 threads per SM) 0.57x, filled (320 threads) 0.75x; float32 0.81x / 1.13x; up to
 // 1024 threads for a few matrices lost (float32 1 x 64 0.75x vs 0.86x, float64 256 x 32 0.95x
 // vs 1.71x).
@@ -276,7 +276,7 @@ inline bool valid_threads(int threads) {
 }
 
 // Launches above 48 KiB of shared memory, the kernel's static arrays and `bytes` of dynamic
-// together, must opt in, per kernel (H100, session 13: getrs_small at complex128 32 x 64, 48 KiB
+// together, must opt in, per kernel (H100: getrs_small at complex128 32 x 64, 48 KiB
 // dynamic + 256 B static, failed with cudaErrorInvalidValue when only the dynamic part counted).
 // Opting in where it was not needed is harmless; no query of the kernel on every launch.
 template <typename Kernel>
@@ -453,7 +453,7 @@ __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, 
 
 // The exchange of shared memory between the blocks of a cluster (sm_90) by st.async onto each
 // receiving block's mbarrier, which needs no cluster barrier and so no GPU-scope fence: the LDL^T
-// cluster panel's argmax exchanges, benchmarks/diag/cluster_barrier_probe.cu.
+// cluster panel's argmax exchanges.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // v to block `rank`'s copy of this block's shared variable *local by st.async, completing
 // sizeof(V) bytes of a transaction on that block's mbarrier (its copy of *bar): the receiver
@@ -506,8 +506,7 @@ __device__ inline void arrive_expect_bytes(unsigned long long* bar, unsigned byt
 // waits for bytes other blocks write (TMA multicast, st.async): what completes the phase is
 // bytes in this block's shared memory, counted in as they land; global writes need another
 // order (the LDL^T cluster panel's cluster barrier). (.acquire.cluster adds CCTL.IVALL, an L1
-// invalidation, behind the wait: 9% of the float64 cluster panel's stall samples, session 25
-// call 4.)
+// invalidation, behind the wait: 9% of the float64 cluster panel's stall samples on the H100.)
 __device__ inline void wait_phase(unsigned long long* bar, unsigned parity) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(bar));
   unsigned done = 0;

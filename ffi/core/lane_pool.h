@@ -2,7 +2,7 @@
 // concurrently with the others: a non-blocking stream, cuSOLVER/cuBLAS handles bound to it,
 // cuSOLVER params, events, a growable host workspace and a persistent worker thread. The thread
 // matters because most cuSOLVER routines block the calling host thread until they finish
-// (ANCHORS.md section 2): streams issued from one thread overlap almost nothing.
+// (measured on the H100): streams issued from one thread overlap almost nothing.
 #pragma once
 
 #include <cublas_v2.h>
@@ -17,12 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/status.h"
 
 namespace jcm {
 
-// Most lanes a device pool may grow to; what one call uses is its `lanes` attribute.
-inline constexpr int kMaxLanesPerDevice = 32;
+// Most lanes a device pool may grow to (limits::kMaxLanesPerDevice); what one call uses is its
+// `lanes` attribute.
+using limits::kMaxLanesPerDevice;
 
 class Lane {
  public:

@@ -12,6 +12,8 @@
 
 namespace jcm {
 
+using limits::kSyevjKernelMaxN;
+
 namespace {
 
 using namespace kernel;
@@ -24,7 +26,7 @@ constexpr int kMaxSweeps = 40;
 
 // The shared matrices' leading dimension for each even m (index m / 2): of [m, 2m], the one with
 // the fewest shared-memory wavefronts over the kernel's accesses, float and double summed (a
-// count of bank conflicts, benchmarks/diag/jacobi_model.py; 32: 11220 where m + 1 gave 29784).
+// count of bank conflicts from a model of them; 32: 11220 where m + 1 gave 29784).
 constexpr int kJacobiLd[kSyevjKernelMaxN / 2 + 1] = {0,  2,  4,  11, 12, 11, 22, 25, 24,
                                                      22, 22, 44, 44, 46, 46, 48, 48};
 

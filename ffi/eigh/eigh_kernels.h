@@ -9,11 +9,9 @@
 
 #include <cstdint>
 
-namespace jcm {
+#include "core/limits.h"  // the kernel's limit: kSyevjKernelMaxN
 
-// Largest n the kernel takes: the matrix (twice) and its eigenvectors sit in shared memory, one
-// thread per pair of 2 x 2 blocks.
-inline constexpr int64_t kSyevjKernelMaxN = 32;
+namespace jcm {
 
 // For `count` column-major n x n matrices in `a` (stride n * n; only the triangle `lower` names
 // is read, the diagonal's imaginary part ignored, as LAPACK): the eigenvalues ascending into w

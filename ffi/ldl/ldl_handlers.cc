@@ -1,24 +1,25 @@
 // LDL^T family: Bunch-Kaufman sytrf (legacy 32-bit API) and sytrs (64-bit Xsytrs) as traits for
 // run_looped, and their FFI handlers. cuSOLVER has no batched LDL^T: the batched strategy runs
-// this project's kernels (ldl_kernels.h, lower triangle; the factor kernel n <= kLdlKernelMaxN),
-// one launch per chunk; the blocked strategy (lower) this project's panels with cuBLAS GEMM
-// trailing updates (sytrf) and its blocked solve, or for a few matrices ?sytrs2's route with
-// cuBLAS TRSMs (sytrs); other calls run cuSOLVER on lanes.
-#include <cuda_runtime_api.h>
+// this project's kernels (ldl_kernels.cu, lower triangle; the factor kernel n <=
+// limits::kLdlKernelMaxN), one launch per chunk; the blocked strategy (lower) this project's
+// panels with cuBLAS GEMM trailing updates (sytrf) and its blocked solve, or for a few matrices
+// ?sytrs2's route with cuBLAS TRSMs (sytrs); looped and sequential run cuSOLVER.
 
 #include <algorithm>
-#include <cstdint>
 #include <initializer_list>
-#include <string>
 
-#include "core/dispatch.h"
-#include "core/driver.h"
 #include "core/handler_util.h"
-#include "core/handlers.h"
 #include "ldl/ldl_kernels.h"
-#include "core/solver_api.h"
 
 namespace jcm {
+
+// ldl_kernels.h keeps its own copies of these limits for now: they must be core/limits.h's.
+static_assert(kLdlKernelMaxN == limits::kLdlKernelMaxN && kLdlWarpMaxN == limits::kLdlWarpMaxN &&
+                  kLdlSmallBlockMaxN == limits::kLdlSmallBlockMaxN &&
+                  kLdlMaxBlock == limits::kLdlMaxBlock &&
+                  kLdlSolveMaxBlock == limits::kLdlSolveMaxBlock &&
+                  kLdlMinSharedBlock == limits::kLdlMinSharedBlock,
+              "ldl_kernels.h and core/limits.h disagree");
 
 namespace {
 
@@ -26,11 +27,11 @@ namespace {
 // barriers and short dependent loops, so latency bounds it: where a launch's blocks have an SM
 // each (count <= SMs), 512 threads hide more of it from n = 128 on; where blocks share SMs, 256
 // (H100 float32 ?sytf2 kernel, 256 / 512 threads: 64x64 0.132 / 0.138 ms, 64x128 0.316 / 0.303,
-// 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels in global memory: 512 from
-// n = 512 (64x1024 blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 /
-// 0.819). Fewer threads lose at every small shape: each warp then updates more of the step's
-// columns one after another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 256x128 1.40 /
-// 0.78 / 0.47 / 0.37 ms; the H100 report).
+// 64x256 1.07 / 0.83, 256x128 0.352 / 0.397). The ?lasyf panels: 512 from n = 512 (64x1024
+// blocked 9.28 / 8.57, 1x1024 4.69 / 4.39; 64x256 0.856 / 0.972, 1x256 0.704 / 0.819). Fewer
+// threads lose at every small shape: each warp then updates more of the step's columns one after
+// another (float32 ?sytf2 kernel, 32 / 64 / 128 / the default: 256x128 1.40 / 0.78 / 0.47 /
+// 0.37 ms).
 enum class LdlKernel { kSytf2, kPanel };
 
 inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
@@ -44,48 +45,38 @@ inline int ldl_threads(LdlKernel kernel, int64_t n, int64_t count) {
   return n >= 128 && count <= sms ? 512 : 256;
 }
 
-// A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place.
+// A = L D L^T (or U D U^T), D block diagonal with 1x1 and 2x2 blocks, factored in place. The
+// batched and blocked strategies take the lower triangle only (core/limits.h).
 template <typename T>
 struct sytrf_traits {
   static constexpr const char* kName = "sytrf";
-  int64_t items, n;
+  // The compact factor (`ld`) in place; info > 0: D(info, info) is exactly zero (the
+  // factorization still completes).
+  InPlace<T> io;
+  int64_t n;
   cublasFillMode_t uplo;
-  const void* a_in;
-  T* a;       // the compact factor (`ld`), in place
   int* ipiv;  // LAPACK's: 1-based, negative entries mark 2x2 blocks
-  int* info;  // > 0: D(info, info) is exactly zero (the factorization still completes)
-  size_t a_bytes;
 
-  int64_t batch() const { return n == 0 ? 0 : items; }
-
-  ffi::Error prologue(cudaStream_t stream) const {
-    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
-    if (n == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
-    return ffi::Error::Success();
-  }
 
   // The buffer size depends on n only (not on uplo).
   std::string workspace_key() const { return shape_key<T>({n}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
-    int lwork = 0;
-    JCM_CUSOLVER(routine_name<T>("cusolverDn", "sytrf_bufferSize"),
-                 solver_api<T>::sytrf_buffer_size(ctx.solver, n, a, n, &lwork));
-    // LAPACK's contract is lwork >= 1: never hand sytrf an empty workspace.
-    return Workspace{static_cast<size_t>(std::max(lwork, 1)) * sizeof(T), 0};
+    return lwork_workspace<T>("sytrf_bufferSize", solver_api<T>::sytrf_buffer_size, ctx.solver, n,
+                              io.data, n);
   }
 
   ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "sytrf"),
-                 solver_api<T>::sytrf(ctx.solver, uplo, n, a + i * n * n, n, ipiv + i * n,
-                                      static_cast<T*>(work),
-                                      static_cast<int>(ws.device_bytes / sizeof(T)), info + i));
+                 solver_api<T>::sytrf(ctx.solver, uplo, n, io.data + i * n * n, n, ipiv + i * n,
+                                      static_cast<T*>(work), lwork_of<T>(ws), io.info + i));
     return ffi::Error::Success();
   }
 
-  bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER && n <= kLdlKernelMaxN; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    T* a = io.data;
+    int* info = io.info;
     // One warp a matrix, then one block with the matrix mirrored in shared memory (one barrier
     // a step), then the ?sytf2 block kernel (three).
     if (n <= kLdlWarpMaxN) {
@@ -103,8 +94,8 @@ struct sytrf_traits {
   }
 };
 
-// Blocked LDL^T of the whole batch on XLA's stream (lower; upper runs on lanes): LAPACK ?sytrf's
-// blocking with one twist, so that the batch moves in step. Per panel: one kernel launch factors
+// Blocked LDL^T of the whole batch on XLA's stream (lower): LAPACK ?sytrf's blocking with one
+// twist, so that the batch moves in step. Per panel: one kernel launch factors
 // each matrix's next panel (?lasyf: each column brought up to date by a GEMV with the panel's
 // earlier ones, Bunch-Kaufman pivoting) up to the common column `target`, or target + 1 where a
 // 2x2 pivot straddles it (LAPACK stops at target - 1 instead; either keeps ?sytrf's pivots,
@@ -126,18 +117,17 @@ inline int64_t ldl_chunk(int64_t batch, size_t item_bytes) {
 // one GEMM: the upper triangle's half is wasted flops (and never read: the kernels read the lower
 // triangle, and ldl_factor returns tril), but at batch 1 the ~(n - target) / kLdlUpdateBlock
 // launches a panel cost more than those flops (H100, whole / 256 block columns: 1x2048 float32
-// 12.7 / 13.4 ms, float64 15.4 / 16.1; 1x1024 4.25 / 4.46; equal up to n = 512; the H100 report).
+// 12.7 / 13.4 ms, float64 15.4 / 16.1; 1x1024 4.25 / 4.46; equal up to n = 512).
 inline int64_t ldl_update_block(int64_t count, int64_t n) {
   return count == 1 ? n : kLdlUpdateBlock;
 }
 
 template <typename T>
-ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
-                         const sytrf_traits<T>& op) {
-  if (op.uplo != CUBLAS_FILL_MODE_LOWER) return run_looped(call, scratch, op);
-  JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
-  const int64_t batch = op.batch(), n = op.n;
+ffi::Error run_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
+                       const sytrf_traits<T>& op) {
+  JCM_ASSIGN_OR_RETURN(const int64_t batch, prepare_items(op, call.xla_stream));
   if (batch == 0) return ffi::Error::Success();
+  const int64_t n = op.n;
   const int64_t nb = kLdlBlock;
   const int64_t panel = n * (nb + 1);  // elements of one matrix's W (and L) buffer
   const int64_t chunk = ldl_chunk(batch, 2 * panel * sizeof(T) + sizeof(int));
@@ -149,12 +139,12 @@ ffi::Error sytrf_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
   int* progress = reinterpret_cast<int*>(work + 2 * buffer_bytes);
   const T one = scalar_of<T>(1), minus_one = scalar_of<T>(-1);
   return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
-    JCM_CUDA(cudaMemsetAsync(op.info, 0, batch * sizeof(int), ctx.stream));
+    JCM_CUDA(cudaMemsetAsync(op.io.info, 0, batch * sizeof(int), ctx.stream));
     for (int64_t begin = 0; begin < batch; begin += chunk) {
       const int64_t count = std::min(chunk, batch - begin);
-      T* a = op.a + begin * n * n;
+      T* a = op.io.data + begin * n * n;
       int* ipiv = op.ipiv + begin * n;
-      int* info = op.info + begin;
+      int* info = op.io.info + begin;
       JCM_CUDA(cudaMemsetAsync(progress, 0, count * sizeof(int), ctx.stream));
       // done: the last panel's target (every matrix has reached it or one more). A panel is
       // narrower than nb where that is what fits its rows in shared memory (lasyf_panel_width).
@@ -196,22 +186,15 @@ struct sytrs_traits {
   // 12.0.4) it faulted (illegal addresses, as with garbage pivots) unless every launch was
   // synchronous (CUDA_LAUNCH_BLOCKING=1 passed).
   static constexpr bool kInputsOnHostSync = true;
-  int64_t items, n, nrhs;
+  // info stays 0 on every path but Xsytrs's illegal arguments: as Xsytrs, a singular D shows as
+  // inf/NaN in x.
+  static constexpr bool kZeroInfo = true;
+  InPlace<T> io;  // b, solved in place (the `x` result)
+  int64_t n, nrhs;
   cublasFillMode_t uplo;
   const T* ld;
   const int64_t* ipiv;
-  const void* b_in;
-  T* x;  // b, solved in place
-  int* info;
-  size_t b_bytes;
 
-  int64_t batch() const { return n == 0 || nrhs == 0 ? 0 : items; }
-
-  ffi::Error prologue(cudaStream_t stream) const {
-    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, x, b_in, b_bytes));
-    JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
-    return ffi::Error::Success();
-  }
 
   std::string workspace_key() const { return shape_key<T>({n, nrhs, uplo}); }
 
@@ -219,7 +202,8 @@ struct sytrs_traits {
     Workspace ws;
     JCM_CUSOLVER("cusolverDnXsytrs_bufferSize",
                  cusolverDnXsytrs_bufferSize(ctx.solver, uplo, n, nrhs, cuda_data_type<T>(), ld, n,
-                                             ipiv, cuda_data_type<T>(), x, n, &ws.device_bytes,
+                                             ipiv, cuda_data_type<T>(), io.data, n,
+                                             &ws.device_bytes,
                                              &ws.host_bytes));
     return ws;
   }
@@ -228,17 +212,15 @@ struct sytrs_traits {
     void* host = ws.host_bytes ? ctx.lane->host_workspace(ws.host_bytes) : nullptr;
     JCM_CUSOLVER("cusolverDnXsytrs",
                  cusolverDnXsytrs(ctx.solver, uplo, n, nrhs, cuda_data_type<T>(), ld + i * n * n,
-                                  n, ipiv + i * n, cuda_data_type<T>(), x + i * n * nrhs, n, work,
-                                  ws.device_bytes, host, ws.host_bytes, info + i));
+                                  n, ipiv + i * n, cuda_data_type<T>(), io.data + i * n * nrhs,
+                                  n, work, ws.device_bytes, host, ws.host_bytes, io.info + i));
     return ffi::Error::Success();
   }
 
-  bool has_batched() const { return uplo == CUBLAS_FILL_MODE_LOWER; }
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  // info stays 0 (prologue): as Xsytrs, a singular D shows as inf/NaN in x.
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
     JCM_CUDA(sytrs_lower_batched(ctx.stream, end - begin, n, nrhs, ld + begin * n * n,
-                                 ipiv + begin * n, x + begin * n * nrhs));
+                                 ipiv + begin * n, io.data + begin * n * nrhs));
     return ffi::Error::Success();
   }
 };
@@ -250,17 +232,17 @@ struct sytrs_traits {
 // the rows below, one kernel the block's steps. The unblocked kernel's n dependent steps over
 // the whole of B become 2 n / nb launches whose serial part is nb steps on nb rows in shared
 // memory (H100 float32, the solve alone: 1x2048 11.7 -> 4.60 ms, 64x1024 6.63 -> 3.04; below
-// n = 512 the unblocked kernel's single launch wins, strategy.py BLOCKED_MIN_N). Blocks of
-// kLdlSolveBlock columns; up to kLdlSolveTrsmMaxCount matrices take LAPACK ?sytrs2's route
-// instead (sytrs_trsm: the factor converted once, then cuBLAS TRSMs, a pair a matrix).
+// n = 512 the unblocked kernel's single launch wins, strategy.py BLOCKED_MIN_N).
+// Blocks of kLdlSolveBlock columns; up to kLdlSolveTrsmMaxCount matrices take LAPACK ?sytrs2's
+// route instead (sytrs_trsm: the factor converted once, then cuBLAS TRSMs, a pair a matrix).
 
-// ?sytrs2 (lower) on every matrix, after sytrs_blocked's prologue: ldl_solve_convert's P, L (in
+// ?sytrs2 (lower) on every matrix, after run_blocked's prologue: ldl_solve_convert's P, L (in
 // scratch) and D's blocks; X = P L^-T D^-1 L^-1 P^T B (transpose, not conjugate: complex
 // symmetric).
 template <typename T>
 ffi::Error sytrs_trsm(const CallConfig& call, ffi::ScratchAllocator& scratch,
                       const sytrs_traits<T>& op) {
-  const int64_t batch = op.batch(), n = op.n, nrhs = op.nrhs;
+  const int64_t batch = op.io.items, n = op.n, nrhs = op.nrhs;
   const size_t lc_bytes = align_up(batch * n * n * sizeof(T));
   const size_t y_bytes = align_up(batch * n * nrhs * sizeof(T));
   const size_t int_bytes = align_up(batch * n * sizeof(int));
@@ -277,7 +259,7 @@ ffi::Error sytrs_trsm(const CallConfig& call, ffi::ScratchAllocator& scratch,
   const std::string trsm = routine_name<T>("cublas", "trsm");
   return run_inline(call, [&](const LaneContext& ctx) -> ffi::Error {
     JCM_CUDA(ldl_solve_convert(ctx.stream, batch, n, op.ld, op.ipiv, lc, perm, kind, step));
-    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, op.x, y, /*gather=*/true));
+    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, op.io.data, y, /*gather=*/true));
     for (int64_t i = 0; i < batch; ++i) {
       JCM_CUBLAS(trsm, solver_api<T>::trsm(ctx.blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
                                            CUBLAS_OP_N, CUBLAS_DIAG_UNIT, n, nrhs, &one,
@@ -289,18 +271,17 @@ ffi::Error sytrs_trsm(const CallConfig& call, ffi::ScratchAllocator& scratch,
                                            CUBLAS_OP_T, CUBLAS_DIAG_UNIT, n, nrhs, &one,
                                            lc + i * n * n, n, y + i * n * nrhs, n));
     }
-    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, y, op.x, /*gather=*/false));
+    JCM_CUDA(ldl_solve_permute(ctx.stream, batch, n, nrhs, perm, y, op.io.data, /*gather=*/false));
     return ffi::Error::Success();
   });
 }
 
 template <typename T>
-ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
-                         const sytrs_traits<T>& op) {
-  if (op.uplo != CUBLAS_FILL_MODE_LOWER) return run_looped(call, scratch, op);
-  JCM_RETURN_IF_ERROR(op.prologue(call.xla_stream));
-  const int64_t batch = op.batch(), n = op.n, nrhs = op.nrhs;
+ffi::Error run_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
+                       const sytrs_traits<T>& op) {
+  JCM_ASSIGN_OR_RETURN(const int64_t batch, prepare_items(op, call.xla_stream));
   if (batch == 0) return ffi::Error::Success();
+  const int64_t n = op.n, nrhs = op.nrhs;
   if (batch <= kLdlSolveTrsmMaxCount && ldl_solve_convert_fits<T>(n) &&
       batch * n * n * sizeof(T) <= kLdlPanelBytes) {
     return sytrs_trsm(call, scratch, op);
@@ -318,7 +299,7 @@ ffi::Error sytrs_blocked(const CallConfig& call, ffi::ScratchAllocator& scratch,
       const int64_t count = std::min(chunk, batch - begin);
       const T* ld = op.ld + begin * n * n;
       const int64_t* ipiv = op.ipiv + begin * n;
-      T* x = op.x + begin * n * nrhs;
+      T* x = op.io.data + begin * n * nrhs;
       // Forward. Below block k0: rows from k0 + nb + 1 on (the kernel updates row k0 + nb).
       for (int64_t k0 = 0; k0 < n; k0 += nb) {
         JCM_CUDA(sytrs_lower_blocked_forward(ctx.stream, count, n, nrhs, nb, k0, ld, ipiv, x, y));
@@ -354,86 +335,43 @@ ffi::Error sytrf_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                          ffi::Result<ffi::Buffer<ffi::S32>> ipiv,
                          ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t lower, int32_t strategy,
                          int32_t lanes) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(a.dimensions(), "sytrf", "a"));
-  if (mb.rows != mb.cols) return invalid_argument("sytrf: a must be square");
-  if (ld->element_type() != a.element_type()) {
-    return invalid_argument("sytrf: ld must have the dtype of a");
-  }
-  JCM_RETURN_IF_ERROR(check_dims(ld->dimensions(), batch_shape(a.dimensions(), 0, {}), "sytrf",
-                                 "ld"));
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, factor_operands(a, ld, info, "sytrf", "ld", true));
   JCM_RETURN_IF_ERROR(check_dims(ipiv->dimensions(), batch_shape(a.dimensions(), 1, {}), "sytrf",
                                  "pivots"));
-  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), a.dimensions(), "sytrf"));
-  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "sytrf"));
-  return dispatch_solver_dtype(a.element_type(), "sytrf", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    sytrf_traits<T> op{mb.batch,
-                       mb.rows,
-                       fill_mode(lower),
-                       a.untyped_data(),
-                       static_cast<T*>(ld->untyped_data()),
-                       ipiv->typed_data(),
-                       info->typed_data(),
-                       a.size_bytes()};
-    if (call.strategy == Strategy::kBlocked) return sytrf_blocked(call, scratch, op);
-    return run_looped(call, scratch, op);
-  });
+  JCM_ASSIGN_OR_RETURN(CallConfig call,
+                       call_config(stream, device, strategy, lanes, Routine::kSytrf,
+                                   {mb.rows, mb.rows, 0, lower != 0}));
+  return run_typed<sytrf_traits>(a.element_type(), "sytrf", call, scratch,
+                                 in_place(a, ld, info, mb), mb.rows, fill_mode(lower),
+                                 ipiv->typed_data());
 }
 
 ffi::Error sytrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
                          ffi::AnyBuffer ld, ffi::Buffer<ffi::S64> ipiv, ffi::AnyBuffer b,
                          ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::Buffer<ffi::S32>> info,
                          int32_t lower, int32_t strategy, int32_t lanes) {
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, split_matrix_batch(ld.dimensions(), "sytrs", "ld"));
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mbb, split_matrix_batch(b.dimensions(), "sytrs", "b"));
-  if (mb.rows != mb.cols) return invalid_argument("sytrs: ld must be square");
-  if (b.element_type() != ld.element_type() || x->element_type() != ld.element_type()) {
-    return invalid_argument("sytrs: ld, b and x must have the same dtype");
-  }
-  if (mbb.batch != mb.batch || mbb.rows != mb.rows) {
-    return invalid_argument("sytrs: b must have shape batch + (n, nrhs)");
-  }
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, solve_operands(ld, "ld", b, x, "sytrs"));
   JCM_RETURN_IF_ERROR(check_dims(ipiv.dimensions(), batch_shape(ld.dimensions(), 1, {}), "sytrs",
                                  "pivots"));
-  JCM_RETURN_IF_ERROR(check_dims(x->dimensions(), batch_shape(b.dimensions(), 0, {}), "sytrs",
-                                 "x"));
-  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), ld.dimensions(), "sytrs"));
-  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "sytrs"));
-  return dispatch_solver_dtype(ld.element_type(), "sytrs", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    sytrs_traits<T> op{mb.batch,
-                       mb.rows,
-                       mbb.cols,
-                       fill_mode(lower),
-                       static_cast<const T*>(ld.untyped_data()),
-                       ipiv.typed_data(),
-                       b.untyped_data(),
-                       static_cast<T*>(x->untyped_data()),
-                       info->typed_data(),
-                       b.size_bytes()};
-    if (call.strategy == Strategy::kBlocked) return sytrs_blocked(call, scratch, op);
-    return run_looped(call, scratch, op);
-  });
+  JCM_RETURN_IF_ERROR(check_info(info, ld, "sytrs"));
+  JCM_ASSIGN_OR_RETURN(CallConfig call,
+                       call_config(stream, device, strategy, lanes, Routine::kSytrs,
+                                   {mb.rows, mb.rows, mb.cols, lower != 0}));
+  return run_typed<sytrs_traits>(ld.element_type(), "sytrs", call, scratch,
+                                 in_place(b, x, info, mb), mb.rows, mb.cols, fill_mode(lower),
+                                 any_ptr(ld), ipiv.typed_data());
 }
 
 }  // namespace jcm
 
 // Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_sytrf, jcm::sytrf_handler,
-                              JCM_SOLVER_CTX
-                                  .Arg<xla::ffi::AnyBuffer>()              // a
-                                  .Ret<xla::ffi::AnyBuffer>()              // ld
-                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // pivots
-                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .Attr<int32_t>("lower")
-                                  JCM_STRATEGY_ATTRS);
+JCM_SOLVER_HANDLER(jcm_sytrf, sytrf_handler,
+                   .Arg<xla::ffi::AnyBuffer>()              // a
+                   .Ret<xla::ffi::AnyBuffer>()              // ld
+                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // pivots
+                   JCM_INFO_RET
+                   .Attr<int32_t>("lower"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_sytrs, jcm::sytrs_handler,
-                              JCM_SOLVER_CTX
-                                  .Arg<xla::ffi::AnyBuffer>()              // ld
-                                  .Arg<xla::ffi::Buffer<xla::ffi::S64>>()  // pivots
-                                  .Arg<xla::ffi::AnyBuffer>()              // b
-                                  .Ret<xla::ffi::AnyBuffer>()              // x
-                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .Attr<int32_t>("lower")
-                                  JCM_STRATEGY_ATTRS);
+JCM_SOLVER_HANDLER(jcm_sytrs, sytrs_handler,
+                   JCM_SOLVE_BINDINGS(.Arg<xla::ffi::Buffer<xla::ffi::S64>>())  // ld, pivots, b
+                   .Attr<int32_t>("lower"));

@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(kThreads)
     getrf_small_kernel(int n, int cols_per_pass, const T* a_all, T* lu_all, int* pivots_all,
                        int* permutation_all) {
   using R = typename real_of<T>::type;
-  __shared__ int row_of_step[kGetrfSmallMaxN];  // the permutation
-  __shared__ int pivot_of_step[kGetrfSmallMaxN];
+  __shared__ int row_of_step[limits::kGetrfSmallMaxN];  // the permutation
+  __shared__ int pivot_of_step[limits::kGetrfSmallMaxN];
   const int64_t item = blockIdx.x;
   const int size = n * n;
   const T* a = a_all + item * size;
@@ -179,7 +179,7 @@ template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     getrs_small_kernel(int n, int nrhs, int trans, const T* lu_all, const int* pivots_all,
                        const T* b_all, T* x_all) {
-  __shared__ int row_at[kGetrfSmallMaxN];  // A[row_at] = L U
+  __shared__ int row_at[limits::kGetrfSmallMaxN];  // A[row_at] = L U
   if (threadIdx.x == 0) {
     const int* pivots = pivots_all + static_cast<int64_t>(blockIdx.x) * n;
     for (int i = 0; i < n; ++i) row_at[i] = i;
@@ -216,22 +216,15 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// Panel widths up to this solve U12's columns in registers.
-constexpr int kRegisterSolve = 32;
-
 // One thread per (column outside the panel, matrix): the panel's interchanges in order. The
-// column's rows j0 .. j0 + jb sit in a few sectors that stay in L1 across the swaps. `solve`:
-// then, right of the panel, U12 = L11^-1 A12 on the column's rows j0 .. j0 + jb (L11 unit lower,
-// the panel's top; no thread writes the panel, so reading it here is race-free).
+// column's rows j0 .. j0 + jb sit in a few sectors that stay in L1 across the swaps.
 template <typename T>
-__global__ void laswp_outside_kernel(int n, int j0, int jb, bool solve, T* a_all,
-                                     const int* ipiv_all) {
+__global__ void laswp_outside_kernel(int n, int j0, int jb, T* a_all, const int* ipiv_all) {
   const int64_t item = blockIdx.x;
   const int t = blockIdx.y * blockDim.x + threadIdx.x;
   if (t >= n - jb) return;
   const int col = t < j0 ? t : t + jb;
-  T* a = a_all + item * n * n;
-  T* column = a + static_cast<int64_t>(col) * n;
+  T* column = a_all + item * n * n + static_cast<int64_t>(col) * n;
   const int* ipiv = ipiv_all + item * n;
   for (int k = j0; k < j0 + jb; ++k) {
     const int r = ipiv[k] - 1;
@@ -241,45 +234,6 @@ __global__ void laswp_outside_kernel(int n, int j0, int jb, bool solve, T* a_all
       column[r] = x;
     }
   }
-  if (!solve || col < j0 + jb) return;
-  const T* l11 = a + static_cast<int64_t>(j0) * (n + 1);  // L(j0 + k, j0 + i) = l11[k + i n]
-  T* x = column + j0;
-  if (jb <= kRegisterSolve) {  // the column in registers (the default panel width)
-    T xr[kRegisterSolve];
-#pragma unroll
-    for (int k = 0; k < kRegisterSolve; ++k) xr[k] = k < jb ? x[k] : T(0);
-#pragma unroll
-    for (int i = 0; i < kRegisterSolve; ++i) {
-#pragma unroll
-      for (int k = i + 1; k < kRegisterSolve; ++k) {
-        if (k < jb) xr[k] -= l11[k + static_cast<int64_t>(i) * n] * xr[i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kRegisterSolve; ++k) {
-      if (k < jb) x[k] = xr[k];
-    }
-    return;
-  }
-  for (int i = 0; i < jb; ++i) {
-    const T xi = x[i];
-    for (int k = i + 1; k < jb; ++k) x[k] -= l11[k + static_cast<int64_t>(i) * n] * xi;
-  }
-}
-
-template <typename D>
-cudaError_t launch_laswp(cudaStream_t stream, int64_t count, int64_t n, int64_t j0, int64_t jb,
-                         bool solve, D* a, const int* ipiv) {
-  if (count <= 0 || n <= jb) return cudaSuccess;
-  const int64_t column_blocks = (n - jb + kThreads - 1) / kThreads;
-  if (j0 < 0 || jb <= 0 || j0 + jb > n || n > INT32_MAX || count > INT32_MAX ||
-      column_blocks > 65535) {
-    return cudaErrorInvalidValue;
-  }
-  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(column_blocks));
-  laswp_outside_kernel<D><<<grid, kThreads, 0, stream>>>(
-      static_cast<int>(n), static_cast<int>(j0), static_cast<int>(jb), solve, a, ipiv);
-  return cudaGetLastError();
 }
 
 }  // namespace
@@ -289,7 +243,7 @@ cudaError_t getf2_panel_batched(cudaStream_t stream, int64_t count, int64_t n, i
                                 int64_t jb, T* a, int* ipiv, int* info, int threads) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0 || jb <= 0) return cudaSuccess;
-  if (j0 < 0 || j0 + jb > n || jb > kLuMaxBlock || n > INT32_MAX || count > INT32_MAX ||
+  if (j0 < 0 || j0 + jb > n || jb > limits::kLuMaxBlock || n > INT32_MAX || count > INT32_MAX ||
       !valid_threads(threads)) {
     return cudaErrorInvalidValue;
   }
@@ -307,14 +261,17 @@ template <typename T>
 cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
                                         int64_t jb, T* a, const int* ipiv) {
   using D = typename device_type<T>::type;
-  return launch_laswp(stream, count, n, j0, jb, false, reinterpret_cast<D*>(a), ipiv);
-}
-
-template <typename T>
-cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n,
-                                             int64_t j0, int64_t jb, T* a, const int* ipiv) {
-  using D = typename device_type<T>::type;
-  return launch_laswp(stream, count, n, j0, jb, true, reinterpret_cast<D*>(a), ipiv);
+  if (count <= 0 || n <= jb) return cudaSuccess;
+  const int64_t column_blocks = (n - jb + kThreads - 1) / kThreads;
+  if (j0 < 0 || jb <= 0 || j0 + jb > n || n > INT32_MAX || count > INT32_MAX ||
+      column_blocks > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(column_blocks));
+  laswp_outside_kernel<D><<<grid, kThreads, 0, stream>>>(
+      static_cast<int>(n), static_cast<int>(j0), static_cast<int>(jb), reinterpret_cast<D*>(a),
+      ipiv);
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -322,7 +279,7 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
                                 int* pivots, int* permutation) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
-  if (n > kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (n > limits::kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
   const SmallLaunch launch = small_launch(count, static_cast<int>(n));
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   if (cudaError_t err = allow_shared(getrf_small_kernel<D>, smem); err != cudaSuccess) return err;
@@ -337,8 +294,8 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
                                 int trans, const T* lu, const int* pivots, const T* b, T* x) {
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
-  if (n > kGetrfSmallMaxN || nrhs > kGetrsSmallMaxRhs || count > INT32_MAX || trans < 0 ||
-      trans > 2) {
+  if (n > limits::kGetrfSmallMaxN || nrhs > limits::kGetrsSmallMaxRhs || count > INT32_MAX ||
+      trans < 0 || trans > 2) {
     return cudaErrorInvalidValue;
   }
   // A warp per right-hand side, up to the block's 32: inv's n = 64 right-hand sides take two
@@ -358,8 +315,6 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
                                               T*, int*, int*, int);                            \
   template cudaError_t laswp_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t, int64_t,  \
                                                       int64_t, T*, const int*);                 \
-  template cudaError_t laswp_trsm_outside_panel_batched<T>(cudaStream_t, int64_t, int64_t,      \
-                                                           int64_t, int64_t, T*, const int*); \
   template cudaError_t getrf_small_batched<T>(cudaStream_t, int64_t, int64_t, const T*, T*, int*, \
                                               int*);                                           \
   template cudaError_t getrs_small_batched<T>(cudaStream_t, int64_t, int64_t, int64_t, int,       \

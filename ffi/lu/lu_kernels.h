@@ -1,4 +1,4 @@
-// Batched kernels of the blocked LU (lu_ops.cc getrf_blocked): LAPACK ?getf2 on one panel of
+// Batched kernels of the blocked LU (lu_handlers.cc getrf_blocked): LAPACK ?getf2 on one panel of
 // every matrix in one launch, and ?laswp of that panel's interchanges over the other columns.
 // cuBLAS getrfBatched takes square matrices only, so it cannot factor a tall panel.
 #pragma once
@@ -8,16 +8,9 @@
 
 #include <cstdint>
 
+#include "core/limits.h"  // the kernels' limits (kGetrfSmallMaxN, ...)
+
 namespace jcm {
-
-// Largest n getrf_small_batched takes: a lane of each warp looks after two rows.
-inline constexpr int64_t kGetrfSmallMaxN = 64;
-
-// Most right-hand sides getrs_small_batched takes (inv's n <= kGetrfSmallMaxN included).
-inline constexpr int64_t kGetrsSmallMaxRhs = 64;
-
-// Largest panel width getf2_panel_batched takes.
-inline constexpr int64_t kLuMaxBlock = 256;
 
 // For `count` column-major n x n matrices (a, stride n * n): ?getf2 with partial pivoting on the
 // panel A(j0:n, j0:j0+jb) of each, in place (unit-lower L below the diagonal, U on and above);
@@ -33,13 +26,6 @@ cudaError_t getf2_panel_batched(cudaStream_t stream, int64_t count, int64_t n, i
 template <typename T>
 cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t j0,
                                         int64_t jb, T* a, const int* ipiv);
-
-// The same interchanges, and for each column right of the panel the unit-lower triangular solve
-// with the panel's L11 (U12 = L11^-1 A12): one launch in place of ?laswp + trsmBatched (and its
-// pointer arrays). Each thread takes one column; L11 is read by every thread alike (broadcast).
-template <typename T>
-cudaError_t laswp_trsm_outside_panel_batched(cudaStream_t stream, int64_t count, int64_t n,
-                                             int64_t j0, int64_t jb, T* a, const int* ipiv);
 
 // For `count` column-major n x n matrices (a, stride n * n; n <= kGetrfSmallMaxN): LU with
 // partial pivoting (LAPACK ?getrf's pivots, ties and arithmetic), one thread block per matrix in

@@ -23,12 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/dispatch.h"
-#include "core/driver.h"
 #include "core/handler_util.h"
-#include "core/handlers.h"
 #include "matmul/matmul_kernels.h"
-#include "core/status.h"
 
 namespace jcm {
 
@@ -44,7 +40,7 @@ constexpr int kAutotuneRuns = 3;
 // heuristic's i-th candidate.
 constexpr int32_t kAutotune = -1;
 constexpr int32_t kCublasGemm = -2;
-constexpr int32_t kMaxAlgorithm = 255;
+constexpr int32_t kMaxAlgorithm = limits::kMatmulMaxAlgorithm;
 
 // --- Element and compute types ------------------------------------------------------------------
 
@@ -53,49 +49,40 @@ struct MatmulTypes {
   cublasComputeType_t compute;
 };
 
-// The one dtype switch of the matmul. Half precisions accumulate in float32 (and may return
-// float32); float32/complex64 use TF32 tensor cores only when the caller allows it.
+// The one dtype switch of the matmul: each operand dtype's cudaDataType. Half precisions scale
+// and accumulate in float32 (and may return float32); float32/complex64 use TF32 tensor cores
+// only when the caller allows it.
 ffi::ErrorOr<MatmulTypes> matmul_types(ffi::DataType operand, ffi::DataType result,
                                        bool allow_tf32) {
-  const cublasComputeType_t single =
-      allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  std::optional<MatmulTypes> types;
-  switch (operand) {
-    case ffi::DataType::BF16:
-    case ffi::DataType::F16: {
-      const cudaDataType half = operand == ffi::DataType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
-      if (result == operand) types = MatmulTypes{half, half, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-      if (result == ffi::DataType::F32) {
-        types = MatmulTypes{half, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-      }
-      break;
-    }
-    case ffi::DataType::F32:
-      if (result == operand) types = MatmulTypes{CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, single};
-      break;
-    case ffi::DataType::F64:
-      if (result == operand) {
-        types = MatmulTypes{CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
-      }
-      break;
-    case ffi::DataType::C64:
-      if (result == operand) types = MatmulTypes{CUDA_C_32F, CUDA_C_32F, CUDA_C_32F, single};
-      break;
-    case ffi::DataType::C128:
-      if (result == operand) {
-        types = MatmulTypes{CUDA_C_64F, CUDA_C_64F, CUDA_C_64F, CUBLAS_COMPUTE_64F};
-      }
-      break;
-    default:
-      return invalid_argument("matmul: unsupported dtype " + dtype_name(operand) +
-                              "; expected bfloat16, float16, float32, float64, complex64 or "
-                              "complex128");
+  struct Kind {
+    ffi::DataType dtype;
+    cudaDataType type;
+  };
+  static constexpr Kind kKinds[] = {{ffi::DataType::BF16, CUDA_R_16BF},
+                                    {ffi::DataType::F16, CUDA_R_16F},
+                                    {ffi::DataType::F32, CUDA_R_32F},
+                                    {ffi::DataType::F64, CUDA_R_64F},
+                                    {ffi::DataType::C64, CUDA_C_32F},
+                                    {ffi::DataType::C128, CUDA_C_64F}};
+  const Kind* kind = nullptr;
+  for (const Kind& k : kKinds) kind = k.dtype == operand ? &k : kind;
+  if (kind == nullptr) {
+    return invalid_argument("matmul: unsupported dtype " + dtype_name(operand) +
+                            "; expected bfloat16, float16, float32, float64, complex64 or "
+                            "complex128");
   }
-  if (!types.has_value()) {
+  const bool half = operand == ffi::DataType::BF16 || operand == ffi::DataType::F16;
+  if (result != operand && !(half && result == ffi::DataType::F32)) {
     return invalid_argument("matmul: unsupported result dtype " + dtype_name(result) +
                             " for operands of dtype " + dtype_name(operand));
   }
-  return *types;
+  const bool single = operand == ffi::DataType::F32 || operand == ffi::DataType::C64;
+  const bool double_ = operand == ffi::DataType::F64 || operand == ffi::DataType::C128;
+  const cublasComputeType_t compute =
+      double_ ? CUBLAS_COMPUTE_64F
+              : (single && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  return MatmulTypes{kind->type, result == operand ? kind->type : CUDA_R_32F,
+                     half ? CUDA_R_32F : kind->type, compute};
 }
 
 bool is_complex(cudaDataType t) { return t == CUDA_C_32F || t == CUDA_C_64F; }
@@ -688,7 +675,10 @@ ffi::Error matmul_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
 
 // Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_matmul, jcm::matmul_handler,
-                              JCM_SOLVER_CTX
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                                  .Ctx<xla::ffi::ScratchAllocator>()
+                                  .Ctx<xla::ffi::DeviceOrdinal>()
                                   .Arg<xla::ffi::AnyBuffer>()          // a
                                   .Arg<xla::ffi::AnyBuffer>()          // b
                                   .OptionalArg<xla::ffi::AnyBuffer>()  // bias

@@ -8,6 +8,8 @@
 
 namespace jcm {
 
+using limits::kQrKernelMaxN;
+
 namespace {
 
 using namespace kernel;

@@ -9,10 +9,9 @@
 
 #include <cstdint>
 
-namespace jcm {
+#include "core/limits.h"  // the kernels' limit: kQrKernelMaxN (columns)
 
-// Largest n (columns) the kernels take: their shared-memory scratch is n elements of the dtype.
-inline constexpr int64_t kQrKernelMaxN = 1024;
+namespace jcm {
 
 // `count` column-major m x n matrices factored in place as LAPACK ?geqr2: R on and above the
 // diagonal, the Householder vectors below it, tau (count x min(m, n)).

@@ -4,19 +4,12 @@
 // Both handlers return (a destroyed, s, info) and then (u, v^H or v) only when vectors are asked
 // for (RemainingRets): without them gesvdj still needs U and V buffers, which then live in the
 // lane's workspace instead of in results the size of the batch.
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <initializer_list>
-#include <string>
 #include <vector>
 
-#include "core/dispatch.h"
-#include "core/driver.h"
 #include "core/handler_util.h"
-#include "core/handlers.h"
-#include "core/solver_api.h"
 #include "svd/svd_kernels.h"
 
 namespace jcm {
@@ -47,35 +40,22 @@ ffi::ErrorOr<gesvdjInfo_t> gesvdj_params_of_this_thread() {
 template <typename T>
 struct gesvd_traits {
   static constexpr const char* kName = "gesvd";
-  // A 64-bit API routine with a host workspace, as Xsytrs (ldl_ops.cc), which read its inputs
-  // outside its stream on the H100: wait for them on the host first (it blocks anyway).
-  static constexpr bool kInputsOnHostSync = true;
-  int64_t items, m, n;  // the column-major problem cuSOLVER sees: m >= n
+  static constexpr bool kInputsOnHostSync = true;  // a 64-bit API routine (driver.h)
+  InPlace<T> io;        // a, destroyed; info > 0: that many superdiagonals did not converge
+  int64_t m, n;         // the column-major problem cuSOLVER sees: m >= n
   signed char job;      // 'A' (full U), 'S' (first n columns of U) or 'N' (no vectors)
-  const void* a_in;
-  T* a;  // destroyed
   real_t<T>* s;
   T* u;   // m x (m or n); nullptr for job 'N'
   T* vt;  // n x n, V^H; nullptr for job 'N'
-  int* info;  // > 0: that many superdiagonals did not converge
-  size_t a_bytes;
 
   int64_t u_cols() const { return job == 'A' ? m : n; }
-  int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
-
-  ffi::Error prologue(cudaStream_t stream) const {
-    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
-    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
-    return ffi::Error::Success();
-  }
-
   std::string workspace_key() const { return shape_key<T>({m, n, job}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     Workspace ws;
     JCM_CUSOLVER("cusolverDnXgesvd_bufferSize",
                  cusolverDnXgesvd_bufferSize(ctx.solver, ctx.params, job, job, m, n,
-                                             cuda_data_type<T>(), a, m,
+                                             cuda_data_type<T>(), io.data, m,
                                              cuda_data_type<real_t<T>>(), s, cuda_data_type<T>(),
                                              u, m, cuda_data_type<T>(), vt, n,
                                              cuda_data_type<T>(), &ws.device_bytes,
@@ -89,16 +69,10 @@ struct gesvd_traits {
     T* vt_i = vt ? vt + i * n * n : nullptr;
     JCM_CUSOLVER("cusolverDnXgesvd",
                  cusolverDnXgesvd(ctx.solver, ctx.params, job, job, m, n, cuda_data_type<T>(),
-                                  a + i * m * n, m, cuda_data_type<real_t<T>>(), s + i * n,
+                                  io.data + i * m * n, m, cuda_data_type<real_t<T>>(), s + i * n,
                                   cuda_data_type<T>(), u_i, m, cuda_data_type<T>(), vt_i, n,
                                   cuda_data_type<T>(), work, ws.device_bytes, host,
-                                  ws.host_bytes, info + i));
-    return ffi::Error::Success();
-  }
-
-  bool has_batched() const { return false; }
-  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
-  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+                                  ws.host_bytes, io.info + i));
     return ffi::Error::Success();
   }
 };
@@ -108,21 +82,17 @@ struct gesvd_traits {
 template <typename T>
 struct gesvdj_traits {
   static constexpr const char* kName = "gesvdj";
-  int64_t items, m, n;
+  InPlace<T> io;  // a, destroyed; info min(m, n) + 1: no convergence within the sweeps
+  int64_t m, n;
   bool vectors;  // compute U and V
   bool econ;     // U m x k, V n x k (k = min(m, n)) instead of square
-  const void* a_in;
-  T* a;  // destroyed
   real_t<T>* s;
   T* u;  // m x u_cols(); nullptr without vectors (then workspace)
   T* v;  // n x v_cols(), V itself (not V^H); nullptr without vectors
-  int* info;  // min(m, n) + 1: no convergence within the sweeps
-  size_t a_bytes;
 
   int64_t k() const { return std::min(m, n); }
   int64_t u_cols() const { return econ ? k() : m; }
   int64_t v_cols() const { return econ ? k() : n; }
-  int64_t batch() const { return m == 0 || n == 0 ? 0 : items; }
   cusolverEigMode_t jobz() const {
     return vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   }
@@ -140,42 +110,40 @@ struct gesvdj_traits {
     return reinterpret_cast<T*>(static_cast<std::byte*>(work) + scratch_uv_bytes());
   }
 
-  ffi::Error prologue(cudaStream_t stream) const {
-    JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, a, a_in, a_bytes));
-    if (batch() == 0) JCM_CUDA(cudaMemsetAsync(info, 0, items * sizeof(int), stream));
-    return ffi::Error::Success();
-  }
-
   std::string workspace_key() const { return shape_key<T>({m, n, vectors, econ}); }
 
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
     JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
-    int lwork = 0;
-    JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdj_bufferSize"),
-                 solver_api<T>::gesvdj_buffer_size(ctx.solver, jobz(), econ, m, n, a, m, s, u, m,
-                                                   v, n, &lwork, params));
-    return Workspace{scratch_uv_bytes() + static_cast<size_t>(lwork) * sizeof(T), 0};
+    JCM_ASSIGN_OR_RETURN(
+        Workspace ws,
+        lwork_workspace<T>("gesvdj_bufferSize", [&](int* lwork) {
+          return solver_api<T>::gesvdj_buffer_size(ctx.solver, jobz(), econ, m, n, io.data, m, s,
+                                                   u, m, v, n, lwork, params);
+        }));
+    ws.device_bytes += scratch_uv_bytes();
+    return ws;
   }
 
   ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
     JCM_ASSIGN_OR_RETURN(gesvdjInfo_t params, gesvdj_params_of_this_thread());
     int lwork = static_cast<int>((ws.device_bytes - scratch_uv_bytes()) / sizeof(T));
     JCM_CUSOLVER(routine_name<T>("cusolverDn", "gesvdj"),
-                 solver_api<T>::gesvdj(ctx.solver, jobz(), econ, m, n, a + i * m * n, m,
+                 solver_api<T>::gesvdj(ctx.solver, jobz(), econ, m, n, io.data + i * m * n, m,
                                        s + i * k(), u_of(i, work), m, v_of(i, work), n,
-                                       lib_work(work), lwork, info + i, params));
+                                       lib_work(work), lwork, io.info + i, params));
     return ffi::Error::Success();
   }
 
-  // The batched strategy is the kernel: one launch per chunk, no workspace (it works in shared
-  // memory and needs no U and V without vectors), NaN and info written by the kernel itself.
-  bool has_batched() const { return m <= kGesvdjKernelMaxN && n <= kGesvdjKernelMaxN; }
+  // The batched strategy is the kernel (m, n <= limits::kGesvdjKernelMaxN): one launch per
+  // chunk, no workspace (it works in shared memory and needs no U and V without vectors), NaN
+  // and info written by the kernel itself.
   ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
 
   ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
-    JCM_CUDA(gesvdj_small_batched(ctx.stream, end - begin, m, n, econ, a + begin * m * n,
+    JCM_CUDA(gesvdj_small_batched(ctx.stream, end - begin, m, n, econ, io.data + begin * m * n,
                                   s + begin * k(), vectors ? u + begin * m * u_cols() : nullptr,
-                                  vectors ? v + begin * n * v_cols() : nullptr, info + begin));
+                                  vectors ? v + begin * n * v_cols() : nullptr,
+                                  io.info + begin));
     return ffi::Error::Success();
   }
 };
@@ -188,21 +156,19 @@ struct SvdVectors {
 };
 
 ffi::ErrorOr<SvdVectors> check_svd_results(const char* op, ffi::AnyBuffer a,
-                                           ffi::Result<ffi::AnyBuffer> a_out,
-                                           ffi::Result<ffi::AnyBuffer> s,
-                                           ffi::Result<ffi::Buffer<ffi::S32>> info,
-                                           ffi::RemainingRets vectors, bool compute_uv,
+                                           ffi::Result<ffi::AnyBuffer>& a_out,
+                                           ffi::Result<ffi::AnyBuffer>& s,
+                                           ffi::Result<ffi::Buffer<ffi::S32>>& info,
+                                           ffi::RemainingRets& vectors, bool compute_uv,
                                            std::vector<int64_t> u_core,
                                            std::vector<int64_t> v_core, int64_t k) {
   auto dims = a.dimensions();
-  if (a_out->element_type() != a.element_type() ||
-      s->element_type() != ffi::ToReal(a.element_type())) {
-    return invalid_argument(std::string(op) +
-                            ": s must have a's real dtype and the work copy a's dtype");
+  JCM_RETURN_IF_ERROR(check_like(a, a_out, op, "a_out"));
+  if (s->element_type() != ffi::ToReal(a.element_type())) {
+    return invalid_argument(std::string(op) + ": s must have a's real dtype");
   }
-  JCM_RETURN_IF_ERROR(check_dims(a_out->dimensions(), batch_shape(dims, 0, {}), op, "a_out"));
   JCM_RETURN_IF_ERROR(check_dims(s->dimensions(), batch_shape(dims, 2, {k}), op, "s"));
-  JCM_RETURN_IF_ERROR(check_info(info->dimensions(), dims, op));
+  JCM_RETURN_IF_ERROR(check_info(info, a, op));
   if (vectors.size() != (compute_uv ? 2u : 0u)) {
     return invalid_argument(std::string(op) + ": expected " + (compute_uv ? "2" : "no") +
                             " vector results after info, got " +
@@ -249,25 +215,13 @@ ffi::Error gesvd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
       SvdVectors vec,
       check_svd_results("gesvd", a, a_out, s, info, vectors, compute_uv,
                         {rows, full_matrices ? rows : k}, {full_matrices ? cols : k, cols}, k));
-  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "gesvd"));
-  return dispatch_solver_dtype(a.element_type(), "gesvd", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* u = static_cast<T*>(transposed ? vec.v : vec.u);
-    T* vt = static_cast<T*>(transposed ? vec.u : vec.v);
-    signed char job = !compute_uv ? 'N' : (full_matrices ? 'A' : 'S');
-    gesvd_traits<T> op{mb.batch,
-                       m,
-                       n,
-                       job,
-                       a.untyped_data(),
-                       static_cast<T*>(a_out->untyped_data()),
-                       static_cast<real_t<T>*>(s->untyped_data()),
-                       u,
-                       vt,
-                       info->typed_data(),
-                       a.size_bytes()};
-    return run_looped(call, scratch, op);
-  });
+  JCM_ASSIGN_OR_RETURN(CallConfig call,
+                       call_config(stream, device, strategy, lanes, Routine::kGesvd, {m, n}));
+  const signed char job = !compute_uv ? 'N' : (full_matrices ? 'A' : 'S');
+  return run_typed<gesvd_traits>(a.element_type(), "gesvd", call, scratch,
+                                 in_place(a, a_out, info, mb), m, n, job, any_ptr(s),
+                                 AnyPtr{transposed ? vec.v : vec.u},
+                                 AnyPtr{transposed ? vec.u : vec.v});
 }
 
 // a is (..., m, n), column-major, any shape. The vectors come back as U (m, m or k) and V itself
@@ -282,47 +236,31 @@ ffi::Error gesvdj_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
   JCM_ASSIGN_OR_RETURN(SvdVectors vec,
                        check_svd_results("gesvdj", a, a_out, s, info, vectors, compute_uv,
                                          {m, econ ? k : m}, {n, econ ? k : n}, k));
-  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes, "gesvdj"));
-  return dispatch_solver_dtype(a.element_type(), "gesvdj", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    gesvdj_traits<T> op{mb.batch,
-                        m,
-                        n,
-                        compute_uv != 0,
-                        econ != 0,
-                        a.untyped_data(),
-                        static_cast<T*>(a_out->untyped_data()),
-                        static_cast<real_t<T>*>(s->untyped_data()),
-                        static_cast<T*>(vec.u),
-                        static_cast<T*>(vec.v),
-                        info->typed_data(),
-                        a.size_bytes()};
-    return run_looped(call, scratch, op);
-  });
+  JCM_ASSIGN_OR_RETURN(CallConfig call,
+                       call_config(stream, device, strategy, lanes, Routine::kGesvdj, {m, n}));
+  return run_typed<gesvdj_traits>(a.element_type(), "gesvdj", call, scratch,
+                                  in_place(a, a_out, info, mb), m, n, compute_uv != 0, econ != 0,
+                                  any_ptr(s), AnyPtr{vec.u}, AnyPtr{vec.v});
 }
 
 }  // namespace jcm
 
-// Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_gesvd, jcm::gesvd_handler,
-                              JCM_SOLVER_CTX
-                                  .Arg<xla::ffi::AnyBuffer>()              // a
-                                  .Ret<xla::ffi::AnyBuffer>()              // a (destroyed)
-                                  .Ret<xla::ffi::AnyBuffer>()              // s
-                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .RemainingRets()                         // u, vt if compute_uv
-                                  .Attr<int32_t>("full_matrices")
-                                  .Attr<int32_t>("compute_uv")
-                                  .Attr<int32_t>("transposed")
-                                  JCM_STRATEGY_ATTRS);
+// Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names. Both
+// handlers take a and return a (destroyed), s and info, then the vectors when asked for.
+#define JCM_SVD_BINDINGS                             \
+  .Arg<xla::ffi::AnyBuffer>() /* a */                \
+  .Ret<xla::ffi::AnyBuffer>() /* a (destroyed) */    \
+  .Ret<xla::ffi::AnyBuffer>() /* s */                \
+  JCM_INFO_RET                                       \
+  .RemainingRets() /* u, and v^H (gesvd) or v (gesvdj), if compute_uv */
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_gesvdj, jcm::gesvdj_handler,
-                              JCM_SOLVER_CTX
-                                  .Arg<xla::ffi::AnyBuffer>()              // a
-                                  .Ret<xla::ffi::AnyBuffer>()              // a (destroyed)
-                                  .Ret<xla::ffi::AnyBuffer>()              // s
-                                  .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // info
-                                  .RemainingRets()                         // u, v if compute_uv
-                                  .Attr<int32_t>("econ")
-                                  .Attr<int32_t>("compute_uv")
-                                  JCM_STRATEGY_ATTRS);
+JCM_SOLVER_HANDLER(jcm_gesvd, gesvd_handler,
+                   JCM_SVD_BINDINGS
+                   .Attr<int32_t>("full_matrices")
+                   .Attr<int32_t>("compute_uv")
+                   .Attr<int32_t>("transposed"));
+
+JCM_SOLVER_HANDLER(jcm_gesvdj, gesvdj_handler,
+                   JCM_SVD_BINDINGS
+                   .Attr<int32_t>("econ")
+                   .Attr<int32_t>("compute_uv"));

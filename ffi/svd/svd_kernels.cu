@@ -12,6 +12,8 @@
 
 namespace jcm {
 
+using limits::kGesvdjKernelMaxN;
+
 namespace {
 
 using namespace kernel;

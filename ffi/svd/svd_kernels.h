@@ -9,11 +9,9 @@
 
 #include <cstdint>
 
-namespace jcm {
+#include "core/limits.h"  // the kernel's limit: kGesvdjKernelMaxN (m and n)
 
-// Largest m and n the kernel takes: the matrix, V and U sit in shared memory, a warp per pair of
-// columns, a lane per row.
-inline constexpr int64_t kGesvdjKernelMaxN = 32;
+namespace jcm {
 
 // For `count` column-major m x n matrices in `a` (stride m * n), k = min(m, n): the singular
 // values descending into s (count x k) and, when u and v are not null, U (m x (econ ? k : m))

@@ -1,0 +1,198 @@
+// Every limit of the extension, in one place: the strategies, the lane pool's size, each kernel's
+// largest n, and which strategy can run which routine on which shape. Plain constexpr, no CUDA
+// types: the kernels and handlers include it, and so does the CUDA-free module _jcm_limits
+// (limits_module.cc), which exports all of it to Python. Python restates none of it.
+#pragma once
+
+#include <cstdint>
+
+namespace jcm {
+
+// The values of the FFI attribute `strategy`; kStrategyNames are the names Python uses for them
+// (and the only place they are spelled). "auto" never reaches C++: Python resolves it.
+enum class Strategy : int32_t {
+  kLooped = 0,      // one library call per item, spread over lanes (own stream + thread each)
+  kSequential = 1,  // one library call per item, all on XLA's stream from the calling thread
+  kBatched = 2,     // a batched API or kernel; with lanes > 1 each lane takes a chunk of the batch
+  kBlocked = 3,     // a blocked algorithm over the whole batch on XLA's stream
+};
+inline constexpr int kStrategyCount = 4;
+inline constexpr const char* kStrategyNames[kStrategyCount] = {"looped", "sequential", "batched",
+                                                               "blocked"};
+// The strategies whose `lanes` attribute is a lane count (the others run on XLA's stream).
+constexpr bool strategy_uses_lanes(Strategy s) {
+  return s == Strategy::kLooped || s == Strategy::kBatched;
+}
+
+namespace limits {
+
+// Most lanes a device pool grows to: a call's `lanes` is in [1, kMaxLanesPerDevice].
+inline constexpr int kMaxLanesPerDevice = 32;
+
+// --- Kernel limits -------------------------------------------------------------------------------
+
+// LU (lu_kernels.h). getrf_small_batched: a lane of each warp looks after two rows.
+inline constexpr int64_t kGetrfSmallMaxN = 64;
+// getrs_small_batched's right-hand sides (inv's n <= kGetrfSmallMaxN included).
+inline constexpr int64_t kGetrsSmallMaxRhs = 64;
+// The blocked LU's panel width (default) and the widest getf2_panel_batched takes.
+inline constexpr int64_t kLuBlock = 32;
+inline constexpr int64_t kLuMaxBlock = 256;
+
+// Cholesky (cholesky_kernels.h): a lane of each warp holds two rows in potrs_small_batched; one
+// warp per right-hand side, 32 warps at most per block.
+inline constexpr int64_t kCholeskySmallMaxN = 64;
+inline constexpr int64_t kCholeskySmallMaxRhs = 64;
+// The blocked Cholesky's block size (default) and the range JCM_CHOLESKY_BLOCK may set.
+inline constexpr int64_t kCholeskyBlock = 256;
+inline constexpr int64_t kCholeskyMinBlock = 32;
+inline constexpr int64_t kCholeskyMaxBlock = 1024;
+
+// QR (qr_kernels.h): the kernels' shared-memory scratch is n elements of the dtype, n the columns
+// (for ormqr: the dimension of C the reflectors do not run along).
+inline constexpr int64_t kQrKernelMaxN = 1024;
+
+// LDL^T (ldl_kernels.h): the factor kernel (?sytf2, 2 n elements of shared memory), the
+// warp-per-matrix and small-block kernels, the widest panel of the blocked factorization and of
+// the blocked solve, and the narrowest shared-memory panel.
+inline constexpr int64_t kLdlKernelMaxN = 1024;
+inline constexpr int64_t kLdlWarpMaxN = 32;
+inline constexpr int64_t kLdlSmallBlockMaxN = 64;
+inline constexpr int64_t kLdlMaxBlock = 256;
+inline constexpr int64_t kLdlSolveMaxBlock = 64;
+inline constexpr int64_t kLdlMinSharedBlock = 8;
+
+// Jacobi eigensolver (eigh_kernels.h): the matrix twice and its eigenvectors in shared memory,
+// one thread per pair of 2 x 2 blocks.
+inline constexpr int64_t kSyevjKernelMaxN = 32;
+
+// Jacobi SVD (svd_kernels.h): the matrix, V and U in shared memory, a warp per pair of columns,
+// a lane per row; m and n both.
+inline constexpr int64_t kGesvdjKernelMaxN = 32;
+
+// matmul: the largest cuBLASLt heuristic candidate index the `algorithm` attribute may pin.
+inline constexpr int32_t kMatmulMaxAlgorithm = 255;
+
+// --- Routines and their strategies -------------------------------------------------------------
+
+enum class Routine : int {
+  kGetrf, kGetrs, kPotrf, kPotrs, kGeqrf, kOrgqr, kOrmqr, kSytrf, kSytrs, kSyevd, kSyevj,
+  kGeev, kGesvd, kGesvdj,
+};
+inline constexpr int kRoutineCount = 14;
+
+// What a routine can run. looped and sequential run every routine (one library call per item).
+struct RoutineLimits {
+  Routine routine;
+  const char* name;
+  // The batched strategy: what it runs ("" where there is none) and on what shapes.
+  const char* batched;
+  int64_t batched_max_n;     // largest extent (batched_extent) it takes; 0: any
+  bool batched_square_only;  // square matrices only
+  int64_t batched_max_nrhs;  // most right-hand sides; 0: any
+  // The blocked strategy: what it runs ("" where there is none).
+  const char* blocked;
+  bool blocked_square_only;
+  // batched and blocked read the lower triangle only (the upper runs looped or sequential).
+  bool lower_only;
+  // The batched strategy's one-launch kernel for small square matrices (its own FFI target
+  // `<name>_small`, or the batched path itself): up to this n (0: none) and right-hand sides.
+  int64_t small_max_n;
+  int64_t small_max_nrhs;
+  // ... writes NaN for a matrix holding NaN or Inf itself (no guard around it in Python).
+  bool small_writes_nan;
+};
+
+inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
+    {Routine::kGetrf, "getrf", "cuBLAS getrfBatched", 0, true, 0,
+     "this project's ?getf2 panel kernel, trsmBatched and batched GEMM updates", true, false,
+     kGetrfSmallMaxN, 0, true},
+    {Routine::kGetrs, "getrs", "cuBLAS getrsBatched", 0, false, 0, "", false, false,
+     kGetrfSmallMaxN, kGetrsSmallMaxRhs, false},
+    {Routine::kPotrf, "potrf", "cuSOLVER potrfBatched", 0, false, 0,
+     "potrfBatched diagonal blocks, trsmBatched panels and batched GEMM updates", false, false,
+     kCholeskySmallMaxN, 0, false},
+    {Routine::kPotrs, "potrs", "cuSOLVER potrsBatched", 0, false, 1, "", false, false,
+     kCholeskySmallMaxN, kCholeskySmallMaxRhs, false},
+    {Routine::kGeqrf, "geqrf", "this project's ?geqr2 kernel", kQrKernelMaxN, false, 0, "", false,
+     false, 0, 0, false},
+    {Routine::kOrgqr, "orgqr", "this project's ?org2r kernel", kQrKernelMaxN, false, 0, "", false,
+     false, 0, 0, false},
+    {Routine::kOrmqr, "ormqr", "this project's ?orm2r kernel", kQrKernelMaxN, false, 0, "", false,
+     false, 0, 0, false},
+    {Routine::kSytrf, "sytrf", "this project's ?sytf2 kernels", kLdlKernelMaxN, false, 0,
+     "this project's ?lasyf panel kernel and batched GEMM updates", false, true, 0, 0, false},
+    {Routine::kSytrs, "sytrs", "this project's ?sytrs kernel", 0, false, 0,
+     "this project's blocked ?sytrs kernels and batched GEMMs (or ?sytrs2's TRSMs)", false, true,
+     0, 0, false},
+    {Routine::kSyevd, "syevd", "cuSOLVER XsyevBatched", 0, false, 0, "", false, false, 0, 0,
+     false},
+    {Routine::kSyevj, "syevj", "this project's Jacobi kernel", kSyevjKernelMaxN, false, 0, "",
+     false, false, kSyevjKernelMaxN, 0, true},
+    {Routine::kGeev, "geev", "", 0, false, 0, "", false, false, 0, 0, false},
+    {Routine::kGesvd, "gesvd", "", 0, false, 0, "", false, false, 0, 0, false},
+    {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0, "",
+     false, false, kGesvdjKernelMaxN, 0, true},
+};
+
+constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }
+
+// What a strategy's feasibility depends on: the matrix (m x n; ormqr: C), the right-hand sides of
+// a solve, the triangle read and, for ormqr, the side Q is applied from.
+struct CallShape {
+  int64_t m = 0, n = 0;
+  int64_t nrhs = 0;
+  bool lower = true;
+  bool left = true;
+};
+
+// The extent of a call that a batched path's limit bounds: the columns for geqrf / orgqr, C's
+// dimension the reflectors do not run along for ormqr, else the larger dimension.
+constexpr int64_t batched_extent(Routine r, const CallShape& s) {
+  switch (r) {
+    case Routine::kGeqrf:
+    case Routine::kOrgqr: return s.n;
+    case Routine::kOrmqr: return s.left ? s.n : s.m;
+    default: return s.m > s.n ? s.m : s.n;
+  }
+}
+
+// Whether the batched strategy of `r` runs its one-launch small-matrix kernel for this shape.
+constexpr bool small_kernel(Routine r, const CallShape& s) {
+  const RoutineLimits& l = routine_limits(r);
+  return s.m == s.n && s.n <= l.small_max_n &&
+         (l.small_max_nrhs == 0 || s.nrhs <= l.small_max_nrhs);
+}
+
+// Why `strategy` cannot run `r` on this shape through the routine's FFI target, or nullptr
+// where it can. (The small kernels have their own targets: Python asks small_kernel first.)
+constexpr const char* infeasible(Routine r, Strategy strategy, const CallShape& s) {
+  const RoutineLimits& l = routine_limits(r);
+  switch (strategy) {
+    case Strategy::kLooped:
+    case Strategy::kSequential:
+      return nullptr;
+    case Strategy::kBatched:
+      if (l.batched[0] == '\0') return "there is no batched API or kernel for it";
+      if (l.lower_only && !s.lower) return "the batched kernels read the lower triangle only";
+      if (l.batched_square_only && s.m != s.n) return "the batched API takes square matrices only";
+      if (l.batched_max_nrhs != 0 && s.nrhs > l.batched_max_nrhs) {
+        return "the batched API takes one right-hand side only";
+      }
+      if (l.batched_max_n != 0 && batched_extent(r, s) > l.batched_max_n) {
+        return "the matrix is larger than the batched kernel takes";
+      }
+      return nullptr;
+    case Strategy::kBlocked:
+      if (l.blocked[0] == '\0') return "there is no blocked algorithm for it";
+      if (l.lower_only && !s.lower) return "the blocked algorithm reads the lower triangle only";
+      if (l.blocked_square_only && s.m != s.n) {
+        return "the blocked algorithm takes square matrices only";
+      }
+      return nullptr;
+  }
+  return "unknown strategy";
+}
+
+}  // namespace limits
+}  // namespace jcm

@@ -1,0 +1,227 @@
+"""The extension's limits as Python sees them (_jcm_limits) and the strategy vocabulary: one
+definition in C++ (ffi/core/limits.h), an infeasible explicit strategy rejected at lowering with
+an error naming the op, `auto` never picking one, and explain() on any machine.
+
+Everything here runs on a CPU: the CUDA lowering needs the extension's presence only.
+"""
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import jax_cusolver_ms as jcm
+from jax_cusolver_ms import _ffi, settings, strategy, tables
+from jax_cusolver_ms.tables import Point, Table
+
+from conftest import requires_extension
+
+pytestmark = pytest.mark.skipif(_ffi.limits is None, reason="_jcm_limits is not built")
+
+ROUTINES = ("getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf", "sytrs",
+            "syevd", "syevj", "geev", "gesvd", "gesvdj")
+
+
+# --- the one vocabulary ---------------------------------------------------------------------------
+
+def test_the_strategies_are_the_extensions():
+    exported = _ffi.limits.strategies()
+    assert list(exported) == ["looped", "sequential", "batched", "blocked"]
+    assert [s["value"] for s in exported.values()] == [0, 1, 2, 3]
+    assert settings.STRATEGIES == ("auto",) + tuple(exported)
+    assert strategy.strategy_values() == {name: s["value"] for name, s in exported.items()}
+    assert {name for name, s in exported.items() if s["lanes"]} == {"looped", "batched"}
+    assert settings.MAX_LANES == _ffi.limits.constants()["max_lanes"]
+
+
+def test_every_routine_has_its_limits():
+    routines = strategy.limits()
+    assert set(routines) == set(ROUTINES)
+    for name, limit in routines.items():
+        assert limit["strategies"][:2] == ("looped", "sequential"), name
+        assert ("batched" in limit["strategies"]) == bool(limit["batched"]), name
+        assert ("blocked" in limit["strategies"]) == bool(limit["blocked"]), name
+    assert {r for r, l in routines.items() if l["blocked"]} == {"getrf", "potrf", "sytrf", "sytrs"}
+    assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd"}
+    constants = _ffi.limits.constants()
+    assert routines["getrf"]["small_max_n"] == constants["getrf_small_max_n"]
+    assert routines["syevj"]["batched_max_n"] == constants["syevj_kernel_max_n"]
+    assert routines["sytrf"]["batched_max_n"] == constants["ldl_kernel_max_n"]
+    assert routines["geqrf"]["batched_max_n"] == constants["qr_kernel_max_n"]
+
+
+def test_the_knobs_are_listed_with_their_defaults():
+    knobs = _ffi.limits.knobs()
+    assert set(knobs) == {"JCM_LU_BLOCK", "JCM_CHOLESKY_BLOCK"}
+    assert knobs["JCM_LU_BLOCK"]["default"] == _ffi.limits.constants()["lu_block"]
+    assert knobs["JCM_CHOLESKY_BLOCK"]["default"] == _ffi.limits.constants()["cholesky_block"]
+    assert all(k["min"] <= k["default"] <= k["max"] and k["meaning"] for k in knobs.values())
+
+
+@pytest.mark.parametrize("routine,strategy_,shape,nrhs,left,why", [
+    ("geev", "batched", (64, 64), 0, True, "no batched"),
+    ("gesvd", "blocked", (64, 64), 0, True, "no blocked"),
+    ("getrf", "batched", (64, 60), 0, True, "square"),
+    ("getrf", "blocked", (64, 60), 0, True, "square"),
+    ("potrs", "batched", (128, 128), 2, True, "one right-hand side"),
+    ("sytrf", "batched", (1025, 1025), 0, True, "larger"),
+    ("syevj", "batched", (33, 33), 0, True, "larger"),
+    ("gesvdj", "batched", (8, 33), 0, True, "larger"),
+    ("ormqr", "batched", (4000, 8), 0, True, None),       # C's columns are what the kernel holds
+    ("ormqr", "batched", (4000, 8), 0, False, "larger"),  # ... its rows, from the right
+])
+def test_infeasible_is_the_extensions_answer(routine, strategy_, shape, nrhs, left, why):
+    got = strategy.infeasible(routine, strategy_, *shape, nrhs, left=left)
+    assert (got is None) == (why is None) and (why is None or why in got), got
+
+
+def test_the_small_kernels_make_batched_feasible():
+    # potrsBatched takes one right-hand side, the one-launch kernel up to its limit.
+    assert strategy.small_kernel("potrs", 32, 32, 5)
+    assert strategy.infeasible("potrs", "batched", 32, 32, 5) is None
+    assert "batched" not in strategy.feasible("potrs", 128, 128, 5)
+
+
+def test_the_ffi_attribute_is_the_enum_value():
+    for name, value in strategy.strategy_values().items():
+        choice = strategy.Choice("getrf", 4, (8, 8), "float32", name, 2, "", "user")
+        assert choice.ffi_attributes() == {"strategy": value, "lanes": 2}
+
+
+# --- an infeasible explicit strategy is an error --------------------------------------------------
+
+@pytest.mark.parametrize("op,shape,strategy_,nrhs,expect", [
+    ("eig", (4, 64, 64), "batched", 1, "eig: strategy 'batched' cannot run a 64 x 64 matrix: "
+                                       "there is no batched API"),
+    ("lu_factor", (4, 64, 60), "blocked", 1, "lu_factor: strategy 'blocked'"),
+    ("lu_factor", (4, 64, 60), "batched", 1, "square matrices only"),
+    ("ldl_factor", (2, 1025, 1025), "batched", 1, "n <= 1024"),
+    ("cho_solve", (4, 128, 128), "batched", 3, "with 3 right-hand side(s)"),
+    ("cho_solve", (4, 128, 128), "blocked", 1, "no blocked algorithm"),
+    ("svd", (4, 64, 64), "batched", 1, "svd: strategy 'batched'"),
+    ("eigh", (4, 64, 64), "blocked", 1, "possible here: looped, sequential, batched"),
+])
+def test_explain_rejects_an_infeasible_strategy_naming_the_op(op, shape, strategy_, nrhs, expect):
+    with pytest.raises(ValueError) as info:
+        jcm.explain(op, shape, np.float32, strategy=strategy_, nrhs=nrhs)
+    assert str(info.value).startswith(f"{op}: ") and expect in str(info.value), info.value
+
+
+def test_explain_names_the_op_in_its_other_errors():
+    with pytest.raises(ValueError, match="^lu_factor: lanes must be an int in"):
+        jcm.explain("lu_factor", (4, 8, 8), np.float32, lanes=settings.MAX_LANES + 1)
+    with pytest.raises(ValueError, match="^cho_solve: strategy must be one of"):
+        jcm.explain("cho_solve", (4, 8, 8), np.float32, strategy="fast")
+    with pytest.raises(TypeError, match="^lu_factor: unsupported dtype int32"):
+        jcm.explain("lu_factor", (4, 8, 8), np.int32)
+    with pytest.raises(TypeError, match="^matmul: unsupported dtype int8"):
+        jcm.explain("matmul", (4, 8, 8), np.int8)
+    with pytest.raises(ValueError, match="^qr: shape must have rank >= 2"):
+        jcm.explain("qr", (8,), np.float32)
+
+
+def _lowered(fn, *args):
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+def test_the_lowering_rejects_an_infeasible_strategy(claim_extension):
+    a = np.ones((4, 64, 60), np.float32)
+    with pytest.raises(ValueError, match=r"^getrf \(det, lu, lu_factor, slogdet\): strategy "
+                                         "'blocked' cannot run a 64 x 60 matrix"):
+        _lowered(lambda x: jcm.lu_factor(x, strategy="blocked"), a)
+    with pytest.raises(ValueError, match="geev .*no batched API"):
+        _lowered(lambda x: jcm.eig(x, strategy="batched"), np.ones((4, 8, 8), np.float32))
+    with jcm.config(strategy="blocked"), pytest.raises(ValueError, match="^potrs .*no blocked"):
+        _lowered(lambda c, b: jcm.cho_solve((c, True), b), np.ones((4, 80, 80), np.float32),
+                 np.ones((4, 80, 1), np.float32))
+
+
+def test_the_lowering_carries_the_enum_value(claim_extension):
+    a = np.eye(80, dtype=np.float32)[None].repeat(4, 0)
+    for name, value in strategy.strategy_values().items():
+        text = _lowered(lambda x: jcm.lu_factor(x, strategy=name, lanes=2), a)
+        assert f"strategy = {value} : i32" in text, (name, text)
+
+
+def test_a_composite_op_applies_blocked_to_its_factorization(claim_extension):
+    # solve = getrf + getrs: getrs has no blocked algorithm and runs as `auto` picks.
+    a, b = np.eye(80, dtype=np.float32)[None].repeat(4, 0), np.ones((4, 80, 2), np.float32)
+    text = _lowered(lambda a, b: jcm.solve(a, b, strategy="blocked"), a, b)
+    getrf = [line for line in text.splitlines() if "jcm_getrf" in line and "strategy" in line]
+    assert getrf and all("strategy = 3 : i32" in line for line in getrf), getrf
+    assert strategy.for_part("getrs", {"strategy": "blocked", "lanes": None})["strategy"] == "auto"
+    assert strategy.for_part("getrs", {"strategy": "batched", "lanes": 2}) == \
+        {"strategy": "batched", "lanes": 2}
+
+
+# --- auto never picks an infeasible strategy ------------------------------------------------------
+
+def _everything_table(routine, rng):
+    names = ["xla", "sequential", "blocked", "looped:2", "looped:8", "batched:1", "batched:4"]
+    points = [Point(b, n, {c: float(rng.lognormal(0, 1)) for c in names})
+              for b in (1, 4, 64) for n in (16, 64, 256, 1024, 2048)]
+    return Table("Fake GPU", "shipped table Fake GPU", {(routine, "float32"): points})
+
+
+@pytest.mark.parametrize("routine", ROUTINES)
+def test_auto_never_picks_an_infeasible_strategy(routine, rng):
+    # A table that measured every candidate everywhere (as a table of another build might have):
+    # auto still takes only what the extension can run for the call.
+    shapes = [(n, n) for n in (8, 33, 64, 65, 512, 1025, 2048)] + [(512, 400), (400, 512)]
+    for table in (None, _everything_table(routine, rng)):
+        with tables.using(*([table] if table else [])):
+            for batch in (1, 4, 64):
+                for shape in shapes:
+                    for nrhs in ((1, 3) if routine in ("getrs", "potrs", "sytrs") else (0,)):
+                        choice = strategy.choose(routine, batch, shape, "float32", nrhs=nrhs)
+                        if choice.strategy != "xla":
+                            assert strategy.infeasible(routine, choice.strategy, *shape,
+                                                       nrhs) is None, (choice, shape, nrhs)
+
+
+# --- explain() ------------------------------------------------------------------------------------
+
+def test_explain_says_what_runs_here():
+    plan = jcm.explain("lu_factor", (4, 128, 128), np.float32)
+    if jcm.gpu_available():
+        assert plan.fallback == ""
+    else:
+        assert "JAX's own" in plan.fallback and "here: " in str(plan)
+    # For a named GPU model: what runs there, whatever this machine has.
+    assert jcm.explain("lu_factor", (16, 2048, 2048), np.float32,
+                       gpu="NVIDIA H100 80GB HBM3").fallback == ""
+
+
+def test_explain_warns_where_no_table_is_shipped():
+    with pytest.warns(UserWarning, match="lu_factor: no strategy table is shipped for the GPU "
+                                         "model 'No Such GPU'"):
+        plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="No Such GPU")
+    assert plan.source == "heuristic"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="NVIDIA H100 80GB HBM3")
+
+
+def test_explain_covers_matmul():
+    plan = jcm.explain("matmul", (8, 64, 32), "bfloat16")
+    assert (plan.op, plan.batch, plan.shape, plan.dtype) == ("matmul", 8, (64, 32), "bfloat16")
+    assert "cuBLASLt" in plan.reason and plan.lanes == 1
+    with pytest.raises(ValueError, match="^matmul: takes no strategy or lanes"):
+        jcm.explain("matmul", (8, 64, 32), np.float32, strategy="looped")
+
+
+def test_without_the_limits_module_everything_is_jax(monkeypatch):
+    # A source checkout without a build: no limits, and every op runs JAX's own.
+    monkeypatch.setattr(_ffi, "limits", None)
+    plan = strategy.choose("getrf", 4, (8, 8), "float32")
+    assert (plan.strategy, plan.source) == ("xla", "no extension")
+    assert not strategy.small_kernel("getrf", 8, 8)
+    assert jcm.explain("lu_factor", (4, 8, 8), np.float32).fallback == \
+        "JAX's own implementation runs"
+    x = jcm.lu_factor(np.eye(3, dtype=np.float32) * 2)[0]
+    np.testing.assert_allclose(np.asarray(x), np.eye(3) * 2)
+
+
+@requires_extension
+def test_the_cuda_module_and_the_limits_agree():
+    assert _ffi._ext.max_lanes == settings.MAX_LANES
