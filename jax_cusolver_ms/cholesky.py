@@ -5,8 +5,6 @@ jax.scipy.linalg.cho_factor and jax.scipy.linalg.cho_solve, so imports can be sw
 """
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,8 +13,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import as_matrix, batch_size, matmul, mh, promote, resolve_params, tril, triu
-
+from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul, mh, promote,
+                      resolve_params, tril, triu)
 
 
 # --- potrf ------------------------------------------------------------------------------------
@@ -204,17 +202,7 @@ def cho_solve(c_and_lower, b, *, strategy=None, lanes=None):
     c, lower = c_and_lower
     c, b = promote("cho_solve", c, b)
     c = as_matrix("cho_solve", c, square=True, name="c")
-    n = c.shape[-1]
-    vector = b.ndim == 1 or (c.ndim == b.ndim + 1 and b.shape[-1] == n)
-    if vector and b.ndim > 1:
-        warnings.warn("cho_solve: batched 1D solves with b.ndim > 1 are deprecated (as in "
-                      "jax.scipy.linalg.cho_solve); use cho_solve(c_and_lower, b[..., None])"
-                      "[..., 0]", FutureWarning, stacklevel=2)
-    if (b.shape[-1] != n) if vector else (b.ndim < 2 or b.shape[-2] != n):
-        raise ValueError(f"cho_solve: b of shape {b.shape} does not fit c of shape {c.shape}")
-    b = b[..., None] if vector else b
-    batch = jnp.broadcast_shapes(c.shape[:-2], b.shape[:-2])
-    x, = potrs.bind(jnp.broadcast_to(c, batch + c.shape[-2:]),
-                    jnp.broadcast_to(b, batch + b.shape[-2:]),
-                    lower=bool(lower), **resolve_params(strategy, lanes))
+    b, vector = factor_rhs("cho_solve", c, b, "c")
+    c, b = broadcast_batch([c, b], [2, 2])
+    x, = potrs.bind(c, b, lower=bool(lower), **resolve_params(strategy, lanes))
     return x[..., 0] if vector else x
