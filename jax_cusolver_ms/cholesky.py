@@ -5,6 +5,8 @@ jax.scipy.linalg.cho_factor and jax.scipy.linalg.cho_solve, so imports can be sw
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -69,15 +71,33 @@ def _hermitian_from_lower(x):
     return strict + mh(strict) + (diag + mh(diag)) / 2
 
 
+@functools.cache
+def _jax_tangent_is_whole() -> bool:
+    """Whether jax.lax.linalg.cholesky (symmetrize_input=False, hence cho_factor and
+    cholesky(symmetrize_input=False)) differentiates with the whole tangent, the triangle it
+    never reads included: JAX 0.10 and 0.11.2 do (jax-ml/jax issue 40421 calls it a ghost
+    gradient). Asked of the installed JAX once: a tangent in the strict upper triangle of a
+    2 x 2 matrix moves its factor under that rule and not under one that reads the lower
+    triangle only."""
+    with jax.ensure_compile_time_eval():
+        a = np.array([[1.0, 0.5], [0.5, 1.0]], np.float32)
+        upper = np.array([[0.0, 1.0], [0.0, 0.0]], np.float32)
+        _, l_dot = jax.jvp(lambda x: lax.linalg.cholesky(x, symmetrize_input=False),
+                           (a,), (upper,))
+        return bool(np.any(np.asarray(l_dot) != 0))
+
+
 def _potrf_jvp(primals, tangents, *, lower, strategy, lanes):
-    # Murray (arXiv:1602.07527), as jax.lax.linalg: L' = L phi(L^-1 A' L^-H), with A' made
-    # Hermitian from the triangle potrf reads (as JAX >= 0.11; 0.10 used the whole tangent).
-    # For the upper factor U = L^H of the matrix whose lower triangle is A^H's.
+    # Murray (arXiv:1602.07527), as jax.lax.linalg: L' = L phi(L^-1 A' L^-H), with A' the
+    # tangent as JAX takes it: whole (see _jax_tangent_is_whole), else made Hermitian from the
+    # triangle potrf reads. For the upper factor U = L^H of the matrix whose lower triangle is
+    # A^H's, as jax.scipy.linalg.cho_factor(lower=False).
     (a,), (a_dot,) = primals, tangents
     factor, = potrf.bind(a, lower=lower, strategy=strategy, lanes=lanes)
     a_dot = ad.instantiate_zeros(a_dot)
     l, sigma = (factor, a_dot) if lower else (mh(factor), mh(a_dot))
-    sigma = _hermitian_from_lower(sigma)
+    if not _jax_tangent_is_whole():
+        sigma = _hermitian_from_lower(sigma)
     tmp = lax.linalg.triangular_solve(l, sigma, left_side=False, transpose_a=True,
                                       conjugate_a=True, lower=True)
     l_dot = matmul(l, _phi(lax.linalg.triangular_solve(l, tmp, left_side=True, lower=True)))
