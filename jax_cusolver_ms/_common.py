@@ -1,6 +1,8 @@
-"""Small helpers every op family shares: operand checks, dtype promotion, option resolution,
-triangles and conjugate transposes, failure masking."""
+"""Small helpers every op family shares: dtype promotion and operand checks, right-hand sides
+and batch broadcasting, option resolution, triangles and conjugate transposes, failure masking."""
 from __future__ import annotations
+
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -29,9 +31,30 @@ def batch_size(x, core):
     return int(np.prod(x.shape[:x.ndim - core], dtype=np.int64))
 
 
+def inexact_dtype(dtype) -> np.dtype:
+    """The dtype jnp.linalg computes in for operands of `dtype` (JAX's promote_dtypes_inexact):
+    bool and integers up to 32 bits -> float32, 64-bit integers -> float64 (float32 without
+    x64); floating and complex dtypes unchanged."""
+    dtype = np.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return dtype
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype.itemsize == 8
+                                                  else np.float32))
+
+
+def promote(op, *arrays):
+    """The operands of `op` as jnp.linalg / jax.scipy.linalg promote them: one dtype for all
+    (JAX's promotion lattice: float32 with int32 is float32), bool and integers made floating
+    (inexact_dtype). A dtype no solver takes (float16, ...) raises a TypeError naming `op`."""
+    arrays = [jnp.asarray(x) for x in arrays]
+    dtype = inexact_dtype(jnp.result_type(*arrays))
+    check_dtype(op, dtype)
+    return [x.astype(dtype) for x in arrays]
+
+
 def as_matrix(op, a, square=False, name="a"):
-    a = jnp.asarray(a)
-    check_dtype(op, a.dtype)
+    """a promoted (see promote) and checked to be a stack of (square) matrices."""
+    a, = promote(op, a)
     if a.ndim < 2:
         raise ValueError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
                          f"got shape {a.shape}")
@@ -40,17 +63,33 @@ def as_matrix(op, a, square=False, name="a"):
     return a
 
 
+def factor_rhs(op, factor, b, factor_name):
+    """b against a factor (..., n, n) as jax.scipy.linalg.lu_solve / cho_solve take it: a
+    vector (n,), matrices (..., n, k), or (deprecated there too: a FutureWarning) a batch of
+    vectors of shape factor.shape[:-1]. Returns (b as matrices, whether it was vectors)."""
+    n = factor.shape[-1]
+    vector = b.ndim == 1 or (factor.ndim == b.ndim + 1 and b.shape[-1] == n)
+    if vector and b.ndim > 1:
+        warnings.warn(f"{op}: batched 1D solves with b.ndim > 1 are deprecated (as in "
+                      f"jax.scipy.linalg.{op}); use {op}(..., b[..., None])[..., 0]",
+                      FutureWarning, stacklevel=3)
+    if (b.shape[-1] != n) if vector else (b.ndim < 2 or b.shape[-2] != n):
+        raise ValueError(f"{op}: b of shape {b.shape} does not fit {factor_name} of shape "
+                         f"{factor.shape} (b's {'last' if vector else 'second-to-last'} "
+                         "axis must match)")
+    return (b[..., None] if vector else b), vector
+
+
+def broadcast_batch(arrays, cores):
+    """The arrays with their leading batch dims broadcast against each other; array i keeps its
+    last cores[i] dims."""
+    batch = jnp.broadcast_shapes(*(x.shape[:x.ndim - c] for x, c in zip(arrays, cores)))
+    return [jnp.broadcast_to(x, batch + x.shape[x.ndim - c:]) for x, c in zip(arrays, cores)]
+
+
 def resolve_params(strategy, lanes):
     strategy, lanes = _config.resolve(strategy, lanes)
     return dict(strategy=strategy, lanes=lanes)
-
-
-def promote(op, *arrays):
-    arrays = [jnp.asarray(x) for x in arrays]
-    for x in arrays:
-        check_dtype(op, x.dtype)
-    dtype = jnp.result_type(*arrays)
-    return [x.astype(dtype) for x in arrays]
 
 
 def mh(x):
@@ -58,10 +97,15 @@ def mh(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def nan_where(bad, x):
+    """x with NaN in every item (x's leading dims are bad's) where bad is true."""
+    return jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - bad.ndim)),
+                     jnp.array(np.nan, x.dtype), x)
+
+
 def nan_where_failed(x, info):
     """NaN in every item whose info says an illegal argument (< 0), as JAX's lowerings do."""
-    return jnp.where((info < 0).reshape(info.shape + (1,) * (x.ndim - info.ndim)),
-                     jnp.array(np.nan, x.dtype), x)
+    return nan_where(info < 0, x)
 
 
 def info_result(x, core):
@@ -72,8 +116,7 @@ def info_result(x, core):
 def nan_unless_ok(x, info):
     """NaN in every item whose info is not 0 (an illegal argument, or an iterative solver that
     did not converge), as JAX's eigen and SVD lowerings do."""
-    return jnp.where((info == 0).reshape(info.shape + (1,) * (x.ndim - info.ndim)), x,
-                     jnp.array(np.nan, x.dtype))
+    return nan_where(info != 0, x)
 
 
 def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
@@ -82,23 +125,20 @@ def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
     the identity).
 
     Why: on the H100 (cuSOLVER 12.0) getrf returns finite factors for NaN input (JAX's own
-    lowering too: lu_factor, solve and inv of a 300 x 300 matrix with one NaN are finite,
-    benchmarks/diag/guard_probe.py), and the iterative routines (XsyevBatched, gesvdjBatched,
-    Xgeev) neither give NaN nor set info for it; in a batched call such a matrix must not touch
-    its neighbours either. LAPACK on the CPU gives NaN, and so does every path here, JAX's own
-    lowering included (it has the same routines under it). `substitute=False` where every path
-    factors each matrix on its own and cannot loop on NaN (LU): masking the outputs is then
-    enough, one pass less (H100 float32 det 64x16 under JAX's lowering: 0.88x -> 1.06x)."""
+    lowering too: lu_factor, solve and inv of a 300 x 300 matrix with one NaN are finite), and
+    the iterative routines (XsyevBatched, gesvdjBatched, Xgeev) neither give NaN nor set info
+    for it; in a batched call such a matrix must not touch its neighbours either. LAPACK on
+    the CPU gives NaN, and so does every path here, JAX's own lowering included (it has the
+    same routines under it). `substitute=False` where every path factors each matrix on its
+    own and cannot loop on NaN (LU): masking the outputs is then enough, one pass less (the
+    H100 report: float32 det 64 x 16 under JAX's lowering went from 0.88x to 1.06x)."""
     def guarded(a, *args, **params):
         bad = ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
         if substitute:
             a = jnp.where(bad[..., None, None], jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype), a)
         outs = cuda_impl(a, *args, **params)
-        return type(outs)(
-            jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - bad.ndim)),
-                      jnp.array(np.nan, x.dtype), x)
-            if jnp.issubdtype(x.dtype, jnp.inexact) else x
-            for x in outs)
+        return type(outs)(nan_where(bad, x) if jnp.issubdtype(x.dtype, jnp.inexact) else x
+                          for x in outs)
 
     guarded.__name__ = guarded.__qualname__ = getattr(cuda_impl, "__name__", "cuda_impl")
     guarded.__doc__ = cuda_impl.__doc__

@@ -5,7 +5,7 @@ jax.scipy.linalg.cho_factor and jax.scipy.linalg.cho_solve, so imports can be sw
 """
 from __future__ import annotations
 
-import warnings
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import as_matrix, batch_size, matmul, mh, promote, resolve_params, tril, triu
-
+from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul, mh, promote,
+                      resolve_params, tril, triu)
 
 
 # --- potrf ------------------------------------------------------------------------------------
@@ -71,15 +71,33 @@ def _hermitian_from_lower(x):
     return strict + mh(strict) + (diag + mh(diag)) / 2
 
 
+@functools.cache
+def _jax_tangent_is_whole() -> bool:
+    """Whether jax.lax.linalg.cholesky (symmetrize_input=False, hence cho_factor and
+    cholesky(symmetrize_input=False)) differentiates with the whole tangent, the triangle it
+    never reads included: JAX 0.10 and 0.11.2 do (jax-ml/jax issue 40421 calls it a ghost
+    gradient). Asked of the installed JAX once: a tangent in the strict upper triangle of a
+    2 x 2 matrix moves its factor under that rule and not under one that reads the lower
+    triangle only."""
+    with jax.ensure_compile_time_eval():
+        a = np.array([[1.0, 0.5], [0.5, 1.0]], np.float32)
+        upper = np.array([[0.0, 1.0], [0.0, 0.0]], np.float32)
+        _, l_dot = jax.jvp(lambda x: lax.linalg.cholesky(x, symmetrize_input=False),
+                           (a,), (upper,))
+        return bool(np.any(np.asarray(l_dot) != 0))
+
+
 def _potrf_jvp(primals, tangents, *, lower, strategy, lanes):
-    # Murray (arXiv:1602.07527), as jax.lax.linalg: L' = L phi(L^-1 A' L^-H), with A' made
-    # Hermitian from the triangle potrf reads (as JAX >= 0.11; 0.10 used the whole tangent).
-    # For the upper factor U = L^H of the matrix whose lower triangle is A^H's.
+    # Murray (arXiv:1602.07527), as jax.lax.linalg: L' = L phi(L^-1 A' L^-H), with A' the
+    # tangent as JAX takes it: whole (see _jax_tangent_is_whole), else made Hermitian from the
+    # triangle potrf reads. For the upper factor U = L^H of the matrix whose lower triangle is
+    # A^H's, as jax.scipy.linalg.cho_factor(lower=False).
     (a,), (a_dot,) = primals, tangents
     factor, = potrf.bind(a, lower=lower, strategy=strategy, lanes=lanes)
     a_dot = ad.instantiate_zeros(a_dot)
     l, sigma = (factor, a_dot) if lower else (mh(factor), mh(a_dot))
-    sigma = _hermitian_from_lower(sigma)
+    if not _jax_tangent_is_whole():
+        sigma = _hermitian_from_lower(sigma)
     tmp = lax.linalg.triangular_solve(l, sigma, left_side=False, transpose_a=True,
                                       conjugate_a=True, lower=True)
     l_dot = matmul(l, _phi(lax.linalg.triangular_solve(l, tmp, left_side=True, lower=True)))
@@ -204,17 +222,7 @@ def cho_solve(c_and_lower, b, *, strategy=None, lanes=None):
     c, lower = c_and_lower
     c, b = promote("cho_solve", c, b)
     c = as_matrix("cho_solve", c, square=True, name="c")
-    n = c.shape[-1]
-    vector = b.ndim == 1 or (c.ndim == b.ndim + 1 and b.shape[-1] == n)
-    if vector and b.ndim > 1:
-        warnings.warn("cho_solve: batched 1D solves with b.ndim > 1 are deprecated (as in "
-                      "jax.scipy.linalg.cho_solve); use cho_solve(c_and_lower, b[..., None])"
-                      "[..., 0]", FutureWarning, stacklevel=2)
-    if (b.shape[-1] != n) if vector else (b.ndim < 2 or b.shape[-2] != n):
-        raise ValueError(f"cho_solve: b of shape {b.shape} does not fit c of shape {c.shape}")
-    b = b[..., None] if vector else b
-    batch = jnp.broadcast_shapes(c.shape[:-2], b.shape[:-2])
-    x, = potrs.bind(jnp.broadcast_to(c, batch + c.shape[-2:]),
-                    jnp.broadcast_to(b, batch + b.shape[-2:]),
-                    lower=bool(lower), **resolve_params(strategy, lanes))
+    b, vector = factor_rhs("cho_solve", c, b, "c")
+    c, b = broadcast_batch([c, b], [2, 2])
+    x, = potrs.bind(c, b, lower=bool(lower), **resolve_params(strategy, lanes))
     return x[..., 0] if vector else x

@@ -51,7 +51,7 @@ def _geev_shapes(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
                  enable_eigvec_derivs, strategy, lanes):
     n = a.shape[-1]
     if a.shape != (n, n):
-        raise ValueError(f"eig: a must be square, got shape {a.shape}")
+        raise ValueError(f"geev: a must be square, got shape {a.shape}")
     c = _complex_dtype(a.dtype)
     count = int(compute_left_eigenvectors) + int(compute_right_eigenvectors)
     return [((n,), c)] + [((n, n), c)] * count
@@ -154,17 +154,23 @@ class EigResult(NamedTuple):
     eigenvectors: jax.Array
 
 
+def _eig(op, x, left, right, enable_eigvec_derivs, strategy, lanes):
+    """geev's outputs as jax.lax.linalg.eig; errors name `op`, the function the user called."""
+    x = as_matrix(op, x, square=True)
+    return geev.bind(x, compute_left_eigenvectors=bool(left),
+                     compute_right_eigenvectors=bool(right),
+                     enable_eigvec_derivs=bool(enable_eigvec_derivs),
+                     **resolve_params(strategy, lanes))
+
+
 def lax_eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
             enable_eigvec_derivs=False, strategy=None, lanes=None):
     """Like jax.lax.linalg.eig: [w] + [vl if compute_left_eigenvectors] + [vr if
     compute_right_eigenvectors], complex. Eigenvector derivatives need enable_eigvec_derivs=True
     (valid for distinct eigenvalues only), as in JAX; eigenvalue derivatives always work.
     Left eigenvectors run JAX's own implementation (cuSOLVER has none)."""
-    x = as_matrix("eig", x, square=True)
-    return geev.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                     compute_right_eigenvectors=bool(compute_right_eigenvectors),
-                     enable_eigvec_derivs=bool(enable_eigvec_derivs),
-                     **resolve_params(strategy, lanes))
+    return _eig("lax_eig", x, compute_left_eigenvectors, compute_right_eigenvectors,
+                enable_eigvec_derivs, strategy, lanes)
 
 
 def eig(a, *, strategy=None, lanes=None):
@@ -172,11 +178,10 @@ def eig(a, *, strategy=None, lanes=None):
     complex128 for 64-bit; column v[..., :, i] is the unit-norm right eigenvector of w[..., i]
     with its largest-magnitude component real. Not differentiable in the eigenvectors (as
     JAX's); use lax_eig(..., enable_eigvec_derivs=True) for that."""
-    w, v = lax_eig(a, compute_left_eigenvectors=False, strategy=strategy, lanes=lanes)
+    w, v = _eig("eig", a, False, True, False, strategy, lanes)
     return EigResult(w, v)
 
 
 def eigvals(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.eigvals: the eigenvalues, complex, in geev's order."""
-    return lax_eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False,
-                   strategy=strategy, lanes=lanes)[0]
+    return _eig("eigvals", a, False, False, False, strategy, lanes)[0]

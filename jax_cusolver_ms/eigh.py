@@ -40,7 +40,7 @@ def _symmetrize(x):
 def _syevd_shapes(a, *, lower, jacobi, strategy, lanes):
     n = a.shape[-1]
     if a.shape != (n, n):
-        raise ValueError(f"eigh: a must be square, got shape {a.shape}")
+        raise ValueError(f"syevd: a must be square, got shape {a.shape}")
     return [(a.shape, a.dtype), ((n,), _real_dtype(a.dtype))]
 
 
@@ -128,6 +128,16 @@ def _use_jacobi(op, implementation, n):
                      f"jax.lax.linalg.EighImplementation.QR / JACOBI), got {implementation!r}")
 
 
+def _eigh(op, x, lower, symmetrize_input, implementation, strategy, lanes):
+    """(v, w) as jax.lax.linalg.eigh; errors name `op`, the function the user called."""
+    x = as_matrix(op, x, square=True)
+    jacobi = _use_jacobi(op, implementation, x.shape[-1])
+    if symmetrize_input:
+        x = _symmetrize(x)
+    v, w = syevd.bind(x, lower=bool(lower), jacobi=jacobi, **resolve_params(strategy, lanes))
+    return v, w
+
+
 def lax_eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
              implementation=None, strategy=None, lanes=None):
     """Like jax.lax.linalg.eigh: (v, w) with x = v diag(w) v^H, w ascending (real), NaN where
@@ -135,12 +145,7 @@ def lax_eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
     sort_eigenvalues is accepted for compatibility: every cuSOLVER path sorts, as JAX's GPU
     and CPU lowerings do. implementation: None, "qr" or "jacobi" (see the module docstring)."""
     del sort_eigenvalues
-    x = as_matrix("eigh", x, square=True)
-    jacobi = _use_jacobi("eigh", implementation, x.shape[-1])
-    if symmetrize_input:
-        x = _symmetrize(x)
-    v, w = syevd.bind(x, lower=bool(lower), jacobi=jacobi, **resolve_params(strategy, lanes))
-    return v, w
+    return _eigh("lax_eigh", x, lower, symmetrize_input, implementation, strategy, lanes)
 
 
 def eigh(a, UPLO=None, symmetrize_input=True, *, sort_eigenvalues=True, implementation=None,
@@ -148,15 +153,14 @@ def eigh(a, UPLO=None, symmetrize_input=True, *, sort_eigenvalues=True, implemen
     """Like jax.numpy.linalg.eigh: (eigenvalues, eigenvectors), eigenvalues ascending, column
     v[..., :, i] the eigenvector of w[..., i]; UPLO "L" (default) or "U" names the triangle read
     when symmetrize_input is False. sort_eigenvalues and implementation as lax_eigh."""
-    lower = _lower_from_uplo("eigh", UPLO)
-    v, w = lax_eigh(a, lower=lower, symmetrize_input=symmetrize_input,
-                    sort_eigenvalues=sort_eigenvalues, implementation=implementation,
-                    strategy=strategy, lanes=lanes)
+    del sort_eigenvalues
+    v, w = _eigh("eigh", a, _lower_from_uplo("eigh", UPLO), symmetrize_input, implementation,
+                 strategy, lanes)
     return EighResult(w, v)
 
 
 def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strategy=None,
              lanes=None):
     """Like jax.numpy.linalg.eigvalsh: the eigenvalues, ascending."""
-    return eigh(a, UPLO, symmetrize_input, implementation=implementation, strategy=strategy,
-                lanes=lanes).eigenvalues
+    return _eigh("eigvalsh", a, _lower_from_uplo("eigvalsh", UPLO), symmetrize_input,
+                 implementation, strategy, lanes)[1]

@@ -6,7 +6,6 @@ jax.numpy.linalg.solve / inv / det / slogdet, so imports can be swapped.
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import NamedTuple
 
 import jax
@@ -18,8 +17,8 @@ from jax import lax
 from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
-from ._common import (as_matrix, batch_size, matmul, nan_for_nonfinite_input, promote,
-                      resolve_params, tril, triu)
+from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul,
+                      nan_for_nonfinite_input, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
@@ -215,38 +214,16 @@ def lu(a, *, strategy=None, lanes=None):
 
 def lu_factor(a, *, strategy=None, lanes=None):
     """Like jax.scipy.linalg.lu_factor: (lu, piv) with 0-based int32 pivots."""
-    lu_, pivots, _ = lu(a, strategy=strategy, lanes=lanes)
+    lu_, pivots, _ = lu(as_matrix("lu_factor", a), strategy=strategy, lanes=lanes)
     return lu_, pivots
-
-
-def _getrs(lu_, pivots, b, trans, params):
-    """Broadcasts batch dims and applies jax.scipy.linalg.lu_solve's rule for b: a vector if
-    b.ndim == 1 (or, deprecated there too, a batch of vectors whose last axis matches)."""
-    n = lu_.shape[-1]
-    vector = b.ndim == 1 or (lu_.ndim == b.ndim + 1 and b.shape[-1] == n)
-    if vector and b.ndim > 1:
-        warnings.warn("lu_solve: batched 1D solves with b.ndim > 1 are deprecated (as in "
-                      "jax.scipy.linalg.lu_solve); use lu_solve(lu_and_piv, b[..., None])[..., 0]",
-                      FutureWarning, stacklevel=3)
-    if vector:
-        if b.shape[-1] != n:
-            raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape {lu_.shape}")
-        b = b[..., None]
-    elif b.ndim < 2 or b.shape[-2] != n:
-        raise ValueError(f"lu_solve: b of shape {b.shape} does not fit lu of shape {lu_.shape} "
-                         "(b's second-to-last axis must match)")
-    batch = jnp.broadcast_shapes(lu_.shape[:-2], pivots.shape[:-1], b.shape[:-2])
-    lu_ = jnp.broadcast_to(lu_, batch + lu_.shape[-2:])
-    pivots = jnp.broadcast_to(pivots, batch + pivots.shape[-1:])
-    b = jnp.broadcast_to(b, batch + b.shape[-2:])
-    x, = getrs.bind(lu_, pivots, b, trans=trans, **params)
-    return x[..., 0] if vector else x
 
 
 def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     """Like jax.scipy.linalg.lu_solve: solves op(A) x = b from lu_factor's output.
 
-    trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b.
+    trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b. b is a vector (n,) or matrices
+    (..., n, k) whose batch dims broadcast with lu's; as in JAX, b of shape lu.shape[:-1] (a
+    batch of vectors) is still accepted, with a FutureWarning.
     """
     lu_, pivots = lu_and_piv
     lu_, b = promote("lu_solve", lu_, b)
@@ -259,7 +236,10 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     if pivots.shape[-1:] != lu_.shape[-1:]:
         raise ValueError(f"lu_solve: pivots of shape {pivots.shape} do not fit lu of shape "
                          f"{lu_.shape}")
-    return _getrs(lu_, pivots.astype(np.int32), b, trans, resolve_params(strategy, lanes))
+    b, vector = factor_rhs("lu_solve", lu_, b, "lu")
+    lu_, pivots, b = broadcast_batch([lu_, pivots.astype(np.int32), b], [2, 1, 2])
+    x, = getrs.bind(lu_, pivots, b, trans=trans, **resolve_params(strategy, lanes))
+    return x[..., 0] if vector else x
 
 
 def _solve_matrix(a, b, params):
@@ -287,9 +267,7 @@ def solve(a, b, *, strategy=None, lanes=None):
     bm = b[:, None] if vector else b
     if bm.shape[-2] != n:
         raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
-    batch = jnp.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    a = jnp.broadcast_to(a, batch + a.shape[-2:])
-    bm = jnp.broadcast_to(bm, batch + bm.shape[-2:])
+    a, bm = broadcast_batch([a, bm], [2, 2])
     x = _solve_matrix(a, bm, resolve_params(strategy, lanes))
     return x[..., 0] if vector else x
 

@@ -32,8 +32,14 @@ ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}  # the FFI attribute's codes
 MAX_ALGORITHM = (_ffi.limits.constants()["matmul_max_algorithm"] if _ffi.limits is not None
                  else float("inf"))
 
+# What cuBLASLt multiplies. Integer and bool products (jnp.matmul keeps their dtype) run XLA's
+# own dot on every platform.
 MATMUL_DTYPES = tuple(np.dtype(d) for d in (jnp.bfloat16, jnp.float16, np.float32, np.float64,
                                             np.complex64, np.complex128))
+
+
+def _runs_xla_dot(dtype) -> bool:
+    return not jnp.issubdtype(dtype, jnp.inexact)
 _HALF = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
 
 
@@ -124,7 +130,7 @@ def _matmul_cuda(a, b, *bias, transpose_a, transpose_b, activation, allow_tf32, 
     params = dict(transpose_a=transpose_a, transpose_b=transpose_b, activation=activation,
                   allow_tf32=allow_tf32, out_dtype=out_dtype, algorithm=algorithm)
     shape, inner = _result_shape(a.shape, b.shape, transpose_a, transpose_b)
-    if inner == 0 or 0 in shape:  # zeros (plus bias), or nothing: no cuBLAS call
+    if inner == 0 or 0 in shape or _runs_xla_dot(a.dtype):  # zeros (plus bias), or nothing
         return _matmul_jax(a, b, *bias, **params)
     a, b = _expand_batches(a, b)
     call = jax.ffi.ffi_call("jcm_matmul", jax.ShapeDtypeStruct(shape, np.dtype(out_dtype)))
@@ -306,8 +312,10 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
            transpose_a=False, transpose_b=False, algorithm=None):
     """act(op(a) @ op(b) + bias) through cuBLASLt, with the semantics of jnp.matmul.
 
-    a, b: arrays of bfloat16, float16, float32, float64, complex64 or complex128; mixed dtypes
-      promote as jnp.matmul does. Batch dims broadcast; a 1-D a (b) is a row (column) vector.
+    a, b: arrays of bfloat16, float16, float32, float64, complex64 or complex128 (cuBLASLt),
+      or of integers or bool (XLA's own dot, the result in their dtype, as jnp.matmul); mixed
+      dtypes promote as jnp.matmul does. Batch dims broadcast; a 1-D a (b) is a row (column)
+      vector.
     bias: shape (n,), the result's column count; added to every row (cast to the result dtype).
     activation: None, "relu" or "gelu" (the tanh approximation, jax.nn.gelu(approximate=True)),
       fused with the bias into cuBLASLt's epilogue (computed in float32 for half results).
@@ -323,10 +331,10 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
     """
     a, b = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a, b))
-    if dtype not in MATMUL_DTYPES:
+    if dtype not in MATMUL_DTYPES and not _runs_xla_dot(dtype):
         raise TypeError(f"matmul: unsupported dtype {dtype.name} (from {a.dtype.name} and "
                         f"{b.dtype.name}); expected one of "
-                        f"{', '.join(d.name for d in MATMUL_DTYPES)}")
+                        f"{', '.join(d.name for d in MATMUL_DTYPES)}, an integer type or bool")
     a, b = a.astype(dtype), b.astype(dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have rank >= 1, got shapes {a.shape} and "
@@ -345,8 +353,9 @@ def matmul(a, b, *, bias=None, activation=None, precision=None, preferred_elemen
     out_dtype = _result_dtype(dtype, preferred_element_type)
     if activation not in ACTIVATIONS:
         raise ValueError(f"matmul: activation must be None, 'relu' or 'gelu', got {activation!r}")
-    if activation is not None and jnp.issubdtype(dtype, jnp.complexfloating):
-        raise ValueError(f"matmul: activation {activation!r} is not defined for complex dtypes")
+    if activation is not None and not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"matmul: activation {activation!r} is not defined for {dtype.name} "
+                         "operands (real floating dtypes only)")
     operands = [a, b]
     if bias is not None:
         bias = jnp.asarray(bias)

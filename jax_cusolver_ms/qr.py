@@ -15,8 +15,8 @@ from jax import lax
 from . import _compat, strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_where_failed, promote,
-                      resolve_params, triu)
+from ._common import (as_matrix, batch_size, broadcast_batch, info_result, matmul, mh,
+                      nan_where_failed, promote, resolve_params, triu)
 from .lu import lu_factor, lu_solve
 
 _MODES = ("reduced", "complete", "r", "raw", "full")  # "full": jnp's alias of "reduced"
@@ -75,8 +75,8 @@ geqrf = SolverPrimitive("jcm_geqrf", core_ranks=(2,), shape_rule=_geqrf_shapes,
 def _orgqr_shapes(a, taus, *, strategy, lanes):
     m, n = a.shape
     if not m >= n >= taus.shape[0]:
-        raise ValueError(f"householder_product: needs a (m, n) and taus (k,) with m >= n >= k, "
-                         f"got a {a.shape}, taus {taus.shape}")
+        raise ValueError(f"orgqr: needs a (m, n) and taus (k,) with m >= n >= k, got a "
+                         f"{a.shape}, taus {taus.shape}")
     return [(a.shape, a.dtype)]
 
 
@@ -277,11 +277,6 @@ def qr(a, mode="reduced", *, strategy=None, lanes=None):
     return out if mode == "r" else QRResult(*out)
 
 
-def _broadcast_batch(arrays, cores):
-    batch = jnp.broadcast_shapes(*(x.shape[:x.ndim - c] for x, c in zip(arrays, cores)))
-    return [jnp.broadcast_to(x, batch + x.shape[x.ndim - c:]) for x, c in zip(arrays, cores)]
-
-
 def _as_taus(op, taus):
     if taus.ndim < 1:
         raise ValueError(f"{op}: taus must have rank >= 1, got shape {taus.shape}")
@@ -298,7 +293,7 @@ def householder_product(a, taus, *, strategy=None, lanes=None):
     if not m >= n >= taus.shape[-1]:
         raise ValueError(f"householder_product: needs a (..., m, n) and taus (..., k) with "
                          f"m >= n >= k, got a {a.shape}, taus {taus.shape}")
-    a, taus = _broadcast_batch([a, taus], [2, 1])
+    a, taus = broadcast_batch([a, taus], [2, 1])
     return orgqr.bind(a, taus, **resolve_params(strategy, lanes))[0]
 
 
@@ -311,11 +306,11 @@ def ormqr(a, taus, c, *, left=True, transpose=False, strategy=None, lanes=None):
     taus = _as_taus("ormqr", taus)
     order, k = c.shape[-2] if left else c.shape[-1], taus.shape[-1]
     if a.shape[-2] != order:
-        raise ValueError(f"ormqr with left={left} expects a to have as many rows as c has "
+        raise ValueError(f"ormqr: with left={left}, a must have as many rows as c has "
                          f"{'rows' if left else 'columns'}; got a {a.shape}, c {c.shape}")
     if k > min(a.shape[-1], order):
         raise ValueError(f"ormqr: taus {taus.shape} has more reflectors than a {a.shape} holds")
-    a, taus, c = _broadcast_batch([a[..., :, :k], taus, c], [2, 1, 2])
+    a, taus, c = broadcast_batch([a[..., :, :k], taus, c], [2, 1, 2])
     return ormqr_p.bind(a, taus, c, left=bool(left), transpose=bool(transpose),
                         **resolve_params(strategy, lanes))[0]
 
@@ -351,7 +346,7 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     if mode == "right" and c.shape[-1] != m:
         raise ValueError(f"qr_multiply: shapes not compatible for c @ Q: a {a.shape} gives Q "
                          f"with {m} rows, c has {c.shape[-1]} columns")
-    a, c = _broadcast_batch([a, c], [2, 2])
+    a, c = broadcast_batch([a, c], [2, 2])
     p = resolve_params(strategy, lanes)
     h, taus = geqrf.bind(a, **p)
     if mode == "left" and m > n:  # Q (m, k) c = Q_full [c; 0]

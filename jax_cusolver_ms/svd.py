@@ -175,7 +175,7 @@ class SVDResult(NamedTuple):
     Vh: jax.Array
 
 
-def _algorithm_name(algorithm) -> str:
+def _algorithm_name(op, algorithm) -> str:
     """None, a jax.lax.linalg.SvdAlgorithm or its value as a string -> one of SVD_ALGORITHMS."""
     if algorithm is None:
         return "default"
@@ -183,7 +183,7 @@ def _algorithm_name(algorithm) -> str:
         algorithm = algorithm.value
     name = algorithm.lower() if isinstance(algorithm, str) else None
     if name not in _strategy.SVD_ALGORITHMS:
-        raise ValueError(f"svd: unsupported algorithm {algorithm!r}; expected None, "
+        raise ValueError(f"{op}: unsupported algorithm {algorithm!r}; expected None, "
                          f"SvdAlgorithm.DEFAULT / QR / JACOBI or one of "
                          f"{_strategy.SVD_ALGORITHMS}")
     return name
@@ -218,8 +218,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=No
     hermitian=True uses JAX's own eigh, as jnp does (algorithm, strategy and lanes do not apply).
     Differentiable as jax.lax.linalg.svd (not for full_matrices=True with m != n).
     """
-    a = as_matrix("svd", a)
-    name = _algorithm_name(algorithm)
+    return _svd("svd", a, full_matrices, compute_uv, hermitian, algorithm, strategy, lanes)
+
+
+def _svd(op, a, full_matrices, compute_uv, hermitian, algorithm, strategy, lanes):
+    """svd's body; errors name `op`, the function the user called."""
+    a = as_matrix(op, a)
+    name = _algorithm_name(op, algorithm)
     params = resolve_params(strategy, lanes)
     if hermitian:
         return _hermitian_svd(a, compute_uv)
@@ -233,8 +238,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=No
 
 def svdvals(x, *, algorithm=None, strategy=None, lanes=None):
     """Like jax.numpy.linalg.svdvals: the singular values (..., k), descending."""
-    return svd(as_matrix("svdvals", x, name="x"), compute_uv=False, algorithm=algorithm,
-               strategy=strategy, lanes=lanes)
+    x = as_matrix("svdvals", x, name="x")
+    return _svd("svdvals", x, False, False, False, algorithm, strategy, lanes)
 
 
 def pinv(a, rtol=None, hermitian=False, *, rcond=None, strategy=None, lanes=None):
@@ -385,6 +390,7 @@ def cond(x, p=None, *, strategy=None, lanes=None):
         raise ValueError(f"cond: input array must be at least 2D; got shape {x.shape}")
     if x.shape[-1] == 0 or x.shape[-2] == 0:
         raise ValueError(f"cond: input array must not be empty; got shape {x.shape}")
+    x = as_matrix("cond", x, name="x")
     params = dict(strategy=strategy, lanes=lanes)
     if p is None or p == 2:
         s = svdvals(x, **params)

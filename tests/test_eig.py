@@ -334,7 +334,7 @@ def test_explain_knows_eig():
 _CALLS = {"eig": eig, "eigvals": eigvals, "lax_eig": lax_eig}
 
 
-@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.bool_, np.float16], ids=ids)
+@pytest.mark.parametrize("bad_dtype", [np.float16], ids=ids)
 @pytest.mark.parametrize("op", sorted(_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     with pytest.raises(TypeError, match=np.dtype(bad_dtype).name):

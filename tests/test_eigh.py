@@ -412,7 +412,7 @@ def test_explain_knows_eigh():
 _CALLS = {"eigh": eigh, "eigvalsh": eigvalsh, "lax_eigh": lax_eigh}
 
 
-@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.bool_, np.float16], ids=ids)
+@pytest.mark.parametrize("bad_dtype", [np.float16], ids=ids)
 @pytest.mark.parametrize("op", sorted(_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     a = np.eye(4).astype(bad_dtype)

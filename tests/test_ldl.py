@@ -489,13 +489,13 @@ def test_factor_and_ld_are_not_differentiable(rng):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.float16, np.bool_], ids=ids)
+@pytest.mark.parametrize("bad_dtype", [np.float16], ids=ids)
 def test_unsupported_dtype_raises_type_error(bad_dtype):
     with pytest.raises(TypeError, match="ldl_factor"):
         ldl_factor(np.eye(3, dtype=bad_dtype))
     with pytest.raises(TypeError, match="ldl_solve"):
         ldl_solve(np.eye(3, dtype=bad_dtype), np.arange(1, 4, dtype=np.int32),
-                  np.ones((3, 1), np.float32))
+                  np.ones((3, 1), bad_dtype))
 
 
 def test_bad_shapes_raise_value_error(rng):

@@ -692,7 +692,7 @@ _CALLS = {
 }
 
 
-@pytest.mark.parametrize("bad_dtype", [np.int32, np.int64, np.bool_, np.float16], ids=ids)
+@pytest.mark.parametrize("bad_dtype", [np.float16], ids=ids)
 @pytest.mark.parametrize("op", sorted(_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     a = (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype)
