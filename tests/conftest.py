@@ -83,10 +83,6 @@ def pytest_runtest_logreport(report):
         f.write(f"=== FAILED {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a longer test (stream and thread stress)")
-
-
 @pytest.fixture
 def rng(request):
     """A NumPy Generator seeded from the test id: reproducible, different for every test."""
@@ -100,21 +96,33 @@ def param_id(value):
     return str(value).replace(" ", "")
 
 
-def strategy_grid(*axes):
-    """pytest params for the product of ``axes`` with a strategy appended to each combination.
+def rotated_grid(rotated, *axes):
+    """pytest params for the product of ``axes`` with a value of ``rotated`` appended to each
+    combination.
 
-    With FULL_GRID every combination runs with every strategy; otherwise combination (i, j, ...)
-    (indices into the axes) runs with strategy (i + j + ...) mod 4, so for any axis with at
-    least four values, every strategy meets every value of the other axes.
+    Combination (i, j, ...) (indices into the axes) takes rotated[(i + j + ...) mod len(rotated)]:
+    for any axis with at least len(rotated) values, every value of ``rotated`` meets every value
+    of the other axes. With FULL_GRID (a GPU, or JCM_TEST_FULL_GRID=1) every combination also
+    runs with the other values of ``rotated``, marked slow: `pytest -m "not slow"` runs the
+    rotated grid, `pytest` the whole product.
     """
     params = []
     for combo in itertools.product(*(list(enumerate(axis)) for axis in axes)):
         values = [value for _, value in combo]
-        rotated = ALL_STRATEGIES[sum(i for i, _ in combo) % len(ALL_STRATEGIES)]
-        for strategy in ALL_STRATEGIES if FULL_GRID else (rotated,):
-            test_id = "-".join(param_id(v) for v in values + [strategy])
-            params.append(pytest.param(*values, strategy, id=test_id))
+        pick = sum(i for i, _ in combo) % len(rotated)
+        for k, last in enumerate(rotated):
+            if k != pick and not FULL_GRID:
+                continue
+            test_id = "-".join(param_id(v) for v in values + [last])
+            marks = () if k == pick else (pytest.mark.slow,)
+            params.append(pytest.param(*values, last, id=test_id, marks=marks))
     return params
+
+
+def strategy_grid(*axes):
+    """rotated_grid over the strategies: each combination of ``axes`` with a strategy appended
+    (on the CPU one, rotated; on a GPU every strategy, those beyond the rotated one slow)."""
+    return rotated_grid(ALL_STRATEGIES, *axes)
 
 
 def is_complex(dtype):

@@ -39,6 +39,7 @@ from conftest import (
     random_rhs,
     rel_err,
     requires_gpu,
+    rotated_grid,
     rtol_for,
     solve_residual,
     strategy_grid,
@@ -667,8 +668,7 @@ def test_the_small_cholesky_kernels_are_one_call_each(rng, claim_extension):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", SMALL_KERNEL_N)
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, SMALL_KERNEL_N))
 def test_small_cholesky_kernel_matches_lapack(rng, dtype, n):
     a = spd(rng, (5, n, n), dtype)
     assert jcm.explain("cholesky", a.shape, dtype, strategy="batched").runs_small_kernel
@@ -682,10 +682,8 @@ def test_small_cholesky_kernel_matches_lapack(rng, dtype, n):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", [1, 2, 7, 32, 33, 64])
-@pytest.mark.parametrize("nrhs", [1, 3, 33, 64])
-@pytest.mark.parametrize("lower", [True, False])
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,nrhs,lower,dtype",
+                         rotated_grid(DTYPES, [1, 2, 7, 32, 33, 64], [1, 3, 33, 64], [True, False]))
 def test_small_cho_solve_kernel_matches_numpy(rng, dtype, n, nrhs, lower):
     a = spd(rng, (3, n, n), dtype)
     b = random_rhs(rng, (3, n, nrhs), dtype)

@@ -26,6 +26,7 @@ from conftest import (
     random_rhs,
     rel_err,
     requires_gpu,
+    rotated_grid,
     rtol_for,
     strategy_grid,
     widened,
@@ -166,8 +167,7 @@ KERNEL_NS = list(range(1, 33))  # every m / 2: thread layout and leading dimensi
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("n", KERNEL_NS, ids=ids)
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, KERNEL_NS))
 def test_jacobi_kernel_every_size(rng, dtype, n):
     # Odd n runs with a padding row and column; n = 32 is the kernel's largest.
     a = hermitian(rng, (5, n, n), dtype)

@@ -678,6 +678,7 @@ def test_batched_kernel_nan_stays_in_its_matrix(rng, n):
 
 
 @requires_gpu
+@pytest.mark.slow
 def test_batched_beyond_kernel_n_falls_back_to_lanes(rng):
     # Beyond the kernels' n the batched request runs cuSOLVER on lanes (C++ falls back). Slow
     # under pytest-xdist: cuSOLVER's sytrf synchronises with the host per column.
@@ -699,7 +700,8 @@ LDL_BLOCK = 32
 @pytest.mark.parametrize("n, kind", [
     (n, kind) for n in (2, 40, 2 * LDL_BLOCK, 2 * LDL_BLOCK + 1, 257)
     for kind in ("indefinite", "zero_diagonal")] + [(2 * LDL_BLOCK + 1, "banded"), (257, "banded"),
-                                                    (1100, "indefinite")], ids=ids)
+                                                    pytest.param(1100, "indefinite",
+                                                                 marks=pytest.mark.slow)], ids=ids)
 def test_blocked_matches_lapack(rng, dtype, n, kind):
     # No panel (n < 2 blocks), one panel and the tail, many panels with 2x2 pivots straddling
     # their ends (zero diagonals), interchanges with the next row or the one after (banded: the

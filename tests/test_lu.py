@@ -39,6 +39,7 @@ from conftest import (
     rel_err,
     requires_extension,
     requires_gpu,
+    rotated_grid,
     rtol_for,
     solve_residual,
     strategy_grid,
@@ -1064,10 +1065,8 @@ def test_the_small_solve_kernel_is_one_call(claim_extension):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", [1, 2, 7, 32, 33, 64])
-@pytest.mark.parametrize("nrhs", [1, 3, 64])
-@pytest.mark.parametrize("trans", [0, 1, 2])
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,nrhs,trans,dtype",
+                         rotated_grid(DTYPES, [1, 2, 7, 32, 33, 64], [1, 3, 64], [0, 1, 2]))
 def test_small_solve_kernel_matches_numpy(rng, dtype, n, nrhs, trans):
     a = random_matrix(rng, (3, n, n), dtype, "well_conditioned")
     b = random_rhs(rng, (3, n, nrhs), dtype)
@@ -1082,8 +1081,7 @@ def test_small_solve_kernel_matches_numpy(rng, dtype, n, nrhs, trans):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", SMALL_KERNEL_N)
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, SMALL_KERNEL_N))
 def test_small_lu_kernel_matches_lapack(rng, dtype, n):
     a = random_matrix(rng, (5, n, n), dtype, "general")
     assert jcm.explain("lu", a.shape, dtype, strategy="batched").runs_small_kernel
