@@ -83,10 +83,6 @@ def pytest_runtest_logreport(report):
         f.write(f"=== FAILED {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a longer test (stream and thread stress)")
-
-
 @pytest.fixture
 def rng(request):
     """A NumPy Generator seeded from the test id: reproducible, different for every test."""
@@ -100,21 +96,33 @@ def param_id(value):
     return str(value).replace(" ", "")
 
 
-def strategy_grid(*axes):
-    """pytest params for the product of ``axes`` with a strategy appended to each combination.
+def rotated_grid(rotated, *axes):
+    """pytest params for the product of ``axes`` with a value of ``rotated`` appended to each
+    combination.
 
-    With FULL_GRID every combination runs with every strategy; otherwise combination (i, j, ...)
-    (indices into the axes) runs with strategy (i + j + ...) mod 4, so for any axis with at
-    least four values, every strategy meets every value of the other axes.
+    Combination (i, j, ...) (indices into the axes) takes rotated[(i + j + ...) mod len(rotated)]:
+    for any axis with at least len(rotated) values, every value of ``rotated`` meets every value
+    of the other axes. With FULL_GRID (a GPU, or JCM_TEST_FULL_GRID=1) every combination also
+    runs with the other values of ``rotated``, marked slow: `pytest -m "not slow"` runs the
+    rotated grid, `pytest` the whole product.
     """
     params = []
     for combo in itertools.product(*(list(enumerate(axis)) for axis in axes)):
         values = [value for _, value in combo]
-        rotated = ALL_STRATEGIES[sum(i for i, _ in combo) % len(ALL_STRATEGIES)]
-        for strategy in ALL_STRATEGIES if FULL_GRID else (rotated,):
-            test_id = "-".join(param_id(v) for v in values + [strategy])
-            params.append(pytest.param(*values, strategy, id=test_id))
+        pick = sum(i for i, _ in combo) % len(rotated)
+        for k, last in enumerate(rotated):
+            if k != pick and not FULL_GRID:
+                continue
+            test_id = "-".join(param_id(v) for v in values + [last])
+            marks = () if k == pick else (pytest.mark.slow,)
+            params.append(pytest.param(*values, last, id=test_id, marks=marks))
     return params
+
+
+def strategy_grid(*axes):
+    """rotated_grid over the strategies: each combination of ``axes`` with a strategy appended
+    (on the CPU one, rotated; on a GPU every strategy, those beyond the rotated one slow)."""
+    return rotated_grid(ALL_STRATEGIES, *axes)
 
 
 def is_complex(dtype):
@@ -174,7 +182,7 @@ def _gaussian(rng, shape, dtype):
     return rng.standard_normal(shape)
 
 
-def _unitary(rng, shape, dtype):
+def unitary(rng, shape, dtype):
     """Random orthogonal (real) or unitary (complex) matrices of a square batched ``shape``."""
     q, r = np.linalg.qr(_gaussian(rng, shape, dtype))
     d = np.diagonal(r, axis1=-2, axis2=-1)
@@ -225,8 +233,8 @@ def random_matrix(rng, shape, dtype, kind="general"):
         elif kind == "ill_conditioned":
             cond = ILL_CONDITION[precision(dtype)]
             s = np.logspace(0, -np.log10(cond), n) if n > 1 else np.ones(n)
-            u = _unitary(rng, shape, wide)
-            v = _unitary(rng, shape, wide)
+            u = unitary(rng, shape, wide)
+            v = unitary(rng, shape, wide)
             a = (u * s) @ np.conj(np.swapaxes(v, -1, -2))
         elif kind == "spd":
             b = _gaussian(rng, shape, wide)
@@ -275,11 +283,14 @@ def run_in_threads(fns, inputs):
         return list(pool.map(worker, range(len(fns))))
 
 
-def lowered_text(fn, shape, dtype, platform):
-    """The StableHLO text of jit(fn) on one operand of `shape` and `dtype`, lowered for
-    `platform` ("cuda" works on any machine: lowering needs no GPU)."""
-    arg = jax.ShapeDtypeStruct(shape, dtype)
-    return jax.jit(fn).trace(arg).lower(lowering_platforms=(platform,)).as_text()
+def lowered_text(fn, shapes, dtype, platform=None):
+    """The StableHLO text of jit(fn) on operands of `shapes` (one shape, or a list of them) and
+    `dtype`, lowered for `platform` ("cuda" works on any machine: lowering needs no GPU; None:
+    the backend at hand)."""
+    shapes = [shapes] if isinstance(shapes, tuple) else shapes
+    traced = jax.jit(fn).trace(*(jax.ShapeDtypeStruct(s, dtype) for s in shapes))
+    lowered = traced.lower(lowering_platforms=(platform,)) if platform else traced.lower()
+    return lowered.as_text()
 
 
 def assert_trees_close(got, ref, dtype, n, what):
@@ -296,10 +307,64 @@ def assert_trees_close(got, ref, dtype, n, what):
             np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=what)
 
 
-def exported_text(fn, shapes, dtype, platform, targets):
-    """The module jax.export makes of jit(fn) on operands of `shapes` for `platform`, allowing
-    the custom calls `targets` (ours are not on JAX's list of stable targets)."""
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
+def assert_vmap_in_axis(call, reference, args, in_axis, dtype, n, what):
+    """jax.vmap(call) over arguments whose mapped axis (their leading one in `args`) is moved to
+    `in_axis` equals reference(*args) (assert_trees_close for an n x n problem)."""
+    moved = tuple(np.moveaxis(np.asarray(x), 0, in_axis) for x in args)
+    got = jax.vmap(call, in_axes=in_axis)(*moved)
+    assert_trees_close(got, reference(*args), dtype, n, f"{what}: vmap in_axes={in_axis}")
+
+
+def exported_module_text(fn, args, targets, platform="cuda"):
+    """The module jax.export makes of jit(fn) for `platform` (on any machine) on operands shaped
+    as `args` (arrays or jax.ShapeDtypeStruct), allowing the custom calls `targets` (ours are
+    not on JAX's list of stable targets)."""
+    structs = [jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype)) for x in args]
     checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in targets]
     exported = jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)
-    return exported(*args).mlir_module()
+    return exported(*structs).mlir_module()
+
+
+def exported_text(fn, shapes, dtype, platform, targets):
+    """exported_module_text on operands of `shapes`, all of `dtype`."""
+    return exported_module_text(fn, [jax.ShapeDtypeStruct(s, dtype) for s in shapes], targets,
+                                platform)
+
+
+def assert_rejects_dtype(call, a, names):
+    """call(a), eagerly and under jit, raises a TypeError whose message names a's dtype and one
+    of `names` (the op, or the routine it runs)."""
+    with pytest.raises(TypeError) as info:
+        call(a)
+    message = str(info.value)
+    assert a.dtype.name in message, f"the message does not name dtype {a.dtype.name}: {message!r}"
+    assert any(name in message for name in names), f"none of {names} named in {message!r}"
+    with pytest.raises(TypeError):
+        jax.jit(call)(a)
+
+
+def numpy_solve(a, b, vector):
+    """float64 NumPy reference for A x = b with jnp.linalg.solve's (and cho_solve's) shape rules:
+    b a vector for every matrix (vector=True) or matrices, batch dimensions broadcast."""
+    a = np.asarray(a).astype(wide_dtype(a.dtype))
+    b = np.asarray(b).astype(wide_dtype(b.dtype))
+    bm = b[..., None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    bm = np.broadcast_to(bm, batch + bm.shape[-2:])
+    x = np.linalg.solve(a, bm) if a.size and bm.size else np.zeros(bm.shape, a.dtype)
+    return x[..., 0] if vector else x
+
+
+def solve_residual(a, x, b, vector):
+    """Normwise backward error ||A x - b|| / (||A|| ||x|| + ||b||), worst over the batch."""
+    a, x, b = (np.asarray(v).astype(np.complex128) for v in (a, x, b))
+    if vector:
+        x, b = x[..., None], b[..., None]
+    if x.size == 0:
+        return 0.0
+    a = np.broadcast_to(a, x.shape[:-2] + a.shape[-2:])
+    r = np.linalg.norm(a @ x - b, axis=(-2, -1))
+    scale = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(x, axis=(-2, -1))
+    scale = scale + np.linalg.norm(b, axis=(-2, -1))
+    return float(np.max(r / np.where(scale > 0, scale, 1.0)))

@@ -7,8 +7,6 @@ may differ between libraries). On CPU every strategy runs JAX's own implementati
 covers the FFI path (cusolverDnXgeev on the lanes, and the unpacking of real eigenvectors).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +14,6 @@ import pytest
 from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
-from jax_cusolver_ms import _ffi
 from jax_cusolver_ms.eig import eig, eigvals, lax_eig
 from conftest import (
     ALL_STRATEGIES,
@@ -29,9 +26,7 @@ from conftest import (
     random_matrix,
     random_rhs,
     rel_err,
-    requires_gpu,
     rtol_for,
-    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -225,72 +220,6 @@ def test_eigenvector_derivatives_need_opt_in_like_jax(rng):
         jax.jvp(eig, (a,), (a,))
     with pytest.raises(NotImplementedError, match="enable_eigvec_derivs"):
         jax.grad(lambda a: jnp.sum(jnp.abs(lax_eig(a)[1])))(a)
-
-
-# ---------------------------------------------------------------------------------------------
-# Stream semantics and concurrency
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(eig_fn):
-    """Inputs made by XLA ops just before, outputs used just after; compared through gauge-free
-    quantities: sorted |w| and the residual of the eigenpairs (small for correct ones)."""
-
-    def f(x):
-        a = x + 0.1 * x @ x / x.shape[-1]
-        w, v = eig_fn(a)
-        residual = jnp.linalg.norm(a.astype(v.dtype) @ v - v * w[..., None, :], axis=-2)
-        return jnp.sort(jnp.abs(w), axis=-1) * 2, jnp.max(residual, axis=-1) + 1
-
-    return jax.jit(f)
-
-
-def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
-    ours = _pipeline(functools.partial(eig, strategy=strategy, lanes=lanes))
-    ref = _pipeline(jnp.linalg.eig)
-    inputs = [jax.device_put(random_rhs(rng, (batch, n, n), dtype)) for _ in range(iterations)]
-    got = [ours(x) for x in inputs]
-    expected = [ref(x) for x in inputs]
-    tol = rtol_for(dtype, n, EIGENVALUE_CONDITION)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert rel_err(g[0], e[0], 1) <= tol, f"iteration {i}: |eigenvalues|"
-        assert rel_err(g[1], e[1], 1) <= tol, f"iteration {i}: residual"
-
-
-@pytest.mark.parametrize("strategy", ["auto", "looped"])
-def test_pipeline_in_jit(rng, strategy):
-    _check_pipeline(rng, strategy, 2, np.float64, batch=4, n=7, iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 8])
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
-    _check_pipeline(rng, strategy, lanes, dtype, batch=32, n=32, iterations=10)
-
-
-def _check_threads(rng, batch, n, iterations, lanes, threads=8):
-    dtype = np.float64
-    jitted = {s: jax.jit(functools.partial(eig, strategy=s, lanes=lanes)) for s in ALL_STRATEGIES}
-    data = [[random_matrix(rng, (batch, n, n), dtype, "general") for _ in range(iterations)]
-            for _ in range(threads)]
-    fns = [jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]] for t in range(threads)]
-    results = run_in_threads(fns, data)
-    for t in range(threads):
-        for (w, v), a in zip(results[t], data[t]):
-            check_eig(a, w, v, dtype)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=3, n=6, iterations=2, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=16, n=32, iterations=6, lanes=4)
 
 
 # ---------------------------------------------------------------------------------------------

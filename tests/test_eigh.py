@@ -7,8 +7,6 @@ clusters. References: float64 NumPy and jax.numpy.linalg. On CPU every strategy 
 implementation; the GPU run covers the FFI paths (both algorithms, every strategy).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +14,6 @@ import pytest
 from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
-from jax_cusolver_ms import _ffi
 from jax_cusolver_ms.eigh import eigh, eigvalsh, lax_eigh
 from conftest import (
     ALL_STRATEGIES,
@@ -29,8 +26,8 @@ from conftest import (
     random_rhs,
     rel_err,
     requires_gpu,
+    rotated_grid,
     rtol_for,
-    run_in_threads,
     strategy_grid,
     widened,
 )
@@ -170,8 +167,7 @@ KERNEL_NS = list(range(1, 33))  # every m / 2: thread layout and leading dimensi
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
-@pytest.mark.parametrize("n", KERNEL_NS, ids=ids)
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, KERNEL_NS))
 def test_jacobi_kernel_every_size(rng, dtype, n):
     # Odd n runs with a padding row and column; n = 32 is the kernel's largest.
     a = hermitian(rng, (5, n, n), dtype)
@@ -296,76 +292,6 @@ def test_jvp_matches_jax(rng):
         assert rel_err(dw1, dw2, 1) <= 1e-10
         # Same phases on CPU (same LAPACK call): the vector tangents agree outright.
         assert rel_err(dv1, dv2) <= 1e-10 or not np.allclose(v1, v2)
-
-
-# ---------------------------------------------------------------------------------------------
-# Stream semantics and concurrency
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(eigh_fn):
-    """Inputs made by XLA ops just before, outputs used just after: a missing fork or join gives
-    wrong numbers. Compared: eigenvalues and a matrix function (gauge-free)."""
-
-    def f(x):
-        a = (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2 + 0.1
-        w, v = eigh_fn(a)
-        exp_a = (v * jnp.exp(w / 10)[..., None, :]) @ jnp.conj(jnp.swapaxes(v, -1, -2))
-        return 2 * w + 1, exp_a * 3
-
-    return jax.jit(f)
-
-
-def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
-    ours = _pipeline(functools.partial(eigh, strategy=strategy, lanes=lanes))
-    ref = _pipeline(jnp.linalg.eigh)
-    inputs = [jax.device_put(random_rhs(rng, (batch, n, n), dtype)) for _ in range(iterations)]
-    got = [ours(x) for x in inputs]
-    expected = [ref(x) for x in inputs]
-    tol = rtol_for(dtype, n, 10)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert rel_err(g[0], e[0], 1) <= tol, f"iteration {i}: eigenvalues"
-        assert rel_err(g[1], e[1]) <= tol, f"iteration {i}: matrix function"
-
-
-@pytest.mark.parametrize("strategy", ["auto", "looped"])
-def test_pipeline_in_jit(rng, strategy):
-    _check_pipeline(rng, strategy, 2, np.float64, batch=4, n=9, iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 8])
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-@pytest.mark.parametrize("n", [24, 48], ids=ids)
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_stream_semantics_gpu(rng, dtype, n, strategy, lanes):
-    _check_pipeline(rng, strategy, lanes, dtype, batch=64, n=n, iterations=20)
-
-
-def _check_threads(rng, batch, n, iterations, lanes, threads=8):
-    """8 threads call shared jitted functions at once, each on its own data."""
-    dtype = np.float64
-    jitted = {(s, impl): jax.jit(functools.partial(eigh, strategy=s, lanes=lanes,
-                                                   implementation=impl))
-              for s in ALL_STRATEGIES for impl in IMPLEMENTATIONS}
-    keys = list(jitted)
-    data = [[hermitian(rng, (batch, n, n), dtype) for _ in range(iterations)]
-            for _ in range(threads)]
-    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
-    for t in range(threads):
-        for (w, v), a in zip(results[t], data[t]):
-            check_eigh(a, w, v, dtype)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=4, n=8, iterations=2, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=32, n=28, iterations=10, lanes=4)
 
 
 # ---------------------------------------------------------------------------------------------

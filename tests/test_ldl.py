@@ -26,7 +26,6 @@ from conftest import (
     requires_extension,
     requires_gpu,
     rtol_for,
-    run_in_threads,
     strategy_grid,
     wide_dtype,
 )
@@ -679,6 +678,7 @@ def test_batched_kernel_nan_stays_in_its_matrix(rng, n):
 
 
 @requires_gpu
+@pytest.mark.slow
 def test_batched_beyond_kernel_n_falls_back_to_lanes(rng):
     # Beyond the kernels' n the batched request runs cuSOLVER on lanes (C++ falls back). Slow
     # under pytest-xdist: cuSOLVER's sytrf synchronises with the host per column.
@@ -700,7 +700,8 @@ LDL_BLOCK = 32
 @pytest.mark.parametrize("n, kind", [
     (n, kind) for n in (2, 40, 2 * LDL_BLOCK, 2 * LDL_BLOCK + 1, 257)
     for kind in ("indefinite", "zero_diagonal")] + [(2 * LDL_BLOCK + 1, "banded"), (257, "banded"),
-                                                    (1100, "indefinite")], ids=ids)
+                                                    pytest.param(1100, "indefinite",
+                                                                 marks=pytest.mark.slow)], ids=ids)
 def test_blocked_matches_lapack(rng, dtype, n, kind):
     # No panel (n < 2 blocks), one panel and the tail, many panels with 2x2 pivots straddling
     # their ends (zero diagonals), interchanges with the next row or the one after (banded: the
@@ -884,84 +885,3 @@ def test_blocked_lowers_to_sytrf_strategy_3():
     sytrs = [line for line in text.splitlines() if "@jcm_sytrs" in line]
     assert len(sytrf) == 1 and "strategy = 3 : i32" in sytrf[0], sytrf
     assert len(sytrs) == 1 and "strategy = 3 : i32" in sytrs[0], sytrs
-
-
-# ---------------------------------------------------------------------------------------------
-# Streams and threads
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(strategy, lanes):
-    kw = dict(strategy=strategy, lanes=lanes)
-
-    @jax.jit
-    def f(x, b):
-        a = x + jnp.swapaxes(x, -1, -2)  # made on XLA's stream right before the factorization
-        ld, pivots = ldl_factor(a, **kw)
-        y = ldl_solve(ld, pivots, 2 * b, **kw) + 1
-        return a, ld, pivots, y
-
-    return f
-
-
-def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
-    f = _pipeline(strategy, lanes)
-    inputs = [(jax.device_put(_gaussian(rng, (batch, n, n), dtype).astype(dtype)),
-               jax.device_put(_gaussian(rng, (batch, n, 2), dtype).astype(dtype)))
-              for _ in range(iterations)]
-    # Dispatch everything before looking at any result, so consecutive calls overlap.
-    got = [f(x, b) for x, b in inputs]
-    for i, ((a, ld, pivots, y), (_, b)) in enumerate(zip(got, inputs)):
-        a = np.asarray(a)
-        check_factorization(a, ld, pivots, dtype)
-        tol = solve_tolerance(a, dtype)
-        assert rel_err(np.asarray(y) - 1, reference_solve(a, 2 * np.asarray(b))) <= tol, i
-
-
-def test_pipeline_in_jit(rng):
-    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
-    _check_pipeline(rng, "looped", 2, np.float64, batch=3, n=6, iterations=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 4, 16])
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
-    _check_pipeline(rng, strategy, lanes, dtype, batch=32, n=48, iterations=20)
-
-
-def _check_threads(rng, batch, n, iterations, lanes, threads=8):
-    """8 threads call shared jitted functions at once, each on its own data."""
-    dtype = np.float64
-    jitted = {
-        s: jax.jit(lambda a, b, s=s: ldl_solve(*ldl_factor(a, strategy=s, lanes=lanes), b,
-                                              strategy=s, lanes=lanes))
-        for s in ALL_STRATEGIES
-    }
-    data = [[(symmetric(rng, (batch, n, n), dtype), _gaussian(rng, (batch, n, 2), dtype))
-             for _ in range(iterations)] for _ in range(threads)]
-    fns = [jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]] for t in range(threads)]
-    results = run_in_threads([lambda ab, f=f: f(*ab) for f in fns], data)
-    for t in range(threads):
-        for i, (x, (a, b)) in enumerate(zip(results[t], data[t])):
-            tol = solve_tolerance(a, dtype)
-            assert rel_err(x, reference_solve(a, b)) <= tol, f"thread {t}, iteration {i}"
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=2, n=6, iterations=2, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_blocked_stream_semantics_gpu(rng, dtype):
-    _check_pipeline(rng, "blocked", 1, dtype, batch=16, n=4 * LDL_BLOCK + 9, iterations=12)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=16, n=64, iterations=10, lanes=4)

@@ -25,10 +25,13 @@ from conftest import (
     DTYPES,
     FULL_GRID,
     SMALL_KERNEL_N,
+    assert_rejects_dtype,
     assert_trees_close,
+    assert_vmap_in_axis,
     condition_number,
     is_complex,
     lowered_text,
+    numpy_solve,
     param_id,
     precision,
     random_matrix,
@@ -36,8 +39,9 @@ from conftest import (
     rel_err,
     requires_extension,
     requires_gpu,
+    rotated_grid,
     rtol_for,
-    run_in_threads,
+    solve_residual,
     strategy_grid,
     wide_dtype,
 )
@@ -189,34 +193,6 @@ def op_matrix(a, trans):
         return a
     at = np.swapaxes(a, -1, -2)
     return np.conj(at) if trans == 2 else at
-
-
-def solve_residual(a, x, b, vector):
-    """Normwise backward error ||A x - b|| / (||A|| ||x|| + ||b||), worst over the batch."""
-    wide = np.complex128
-    a, x, b = (np.asarray(v).astype(wide) for v in (a, x, b))
-    if vector:
-        x, b = x[..., None], b[..., None]
-    if x.size == 0:
-        return 0.0
-    r = np.linalg.norm(a @ x - b, axis=(-2, -1))
-    scale = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(x, axis=(-2, -1))
-    scale = scale + np.linalg.norm(b, axis=(-2, -1))
-    return float(np.max(r / np.where(scale > 0, scale, 1.0)))
-
-
-def numpy_solve(a, b, vector):
-    """float64 NumPy reference with jnp.linalg.solve's shape rules."""
-    a = np.asarray(a).astype(wide_dtype(a.dtype))
-    b = np.asarray(b).astype(wide_dtype(b.dtype))
-    if vector:
-        return np.linalg.solve(a, b[..., None])[..., 0]
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = np.broadcast_to(a, batch + a.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
-    if a.size == 0 or b.size == 0:
-        return np.zeros(batch + b.shape[-2:], a.dtype)
-    return np.linalg.solve(a, b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -731,10 +707,8 @@ def test_vmap_in_axes(rng, op, in_axis, strategy):
     # Every argument carries the mapped axis at in_axis (the stacked batch of 3 moved there).
     dtype = np.complex64
     call, reference, make_args = OPS[op]
-    args = make_args(rng, dtype)
-    moved = tuple(np.moveaxis(np.asarray(x), 0, in_axis) for x in args)
-    got = jax.vmap(functools.partial(call, strategy), in_axes=in_axis)(*moved)
-    assert_trees_close(got, reference(*args), dtype, 10, f"{op}: vmap in_axes={in_axis}")
+    assert_vmap_in_axis(functools.partial(call, strategy), reference, make_args(rng, dtype),
+                        in_axis, dtype, 10, op)
 
 
 @pytest.mark.parametrize(
@@ -984,120 +958,6 @@ def test_blocked_lu_only_for_square_matrices(rng, claim_extension):
 
 
 # ---------------------------------------------------------------------------------------------
-# Stream semantics and concurrency
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(factor, solve_with_factors, solve, det):
-    """A jitted function whose LU input is made by XLA ops just before and whose outputs are
-    used by XLA ops just after: a missing fork (reading the input too early) or join (the
-    consumer reading the output too early) gives wrong numbers."""
-
-    def f(x, y, b):
-        n = x.shape[-1]
-        a = x @ y + n * jnp.eye(n, dtype=x.dtype)
-        lu, piv = factor(a)
-        lu_sum = jnp.sum(jnp.abs(lu), axis=(-2, -1))
-        xs = solve_with_factors((lu, piv), 2 * b) + 1
-        direct = solve(a - jnp.eye(n, dtype=x.dtype), b) * 3
-        return lu_sum, xs, direct, det(a / n), a.sum()
-
-    return jax.jit(f)
-
-
-def _check_pipeline(rng, strategy, lanes, dtype, batch, n, iterations):
-    kw = dict(strategy=strategy, lanes=lanes)
-    ours = _pipeline(
-        functools.partial(jcm.lu_factor, **kw),
-        functools.partial(jcm.lu_solve, **kw),
-        functools.partial(jcm.solve, **kw),
-        functools.partial(jcm.det, **kw),
-    )
-    ref = _pipeline(jsl.lu_factor, jsl.lu_solve, jnp.linalg.solve, jnp.linalg.det)
-    inputs = [
-        tuple(
-            jax.device_put(v)
-            for v in (
-                random_rhs(rng, (batch, n, n), dtype) / np.sqrt(n),
-                random_rhs(rng, (batch, n, n), dtype),
-                random_rhs(rng, (batch, n, 2), dtype),
-            )
-        )
-        for _ in range(iterations)
-    ]
-    # Dispatch everything before looking at any result, so consecutive calls overlap.
-    got = [ours(*args) for args in inputs]
-    expected = [ref(*args) for args in inputs]
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert_trees_close(g, e, dtype, n, f"iteration {i}")
-
-
-@pytest.mark.parametrize("strategy", ["auto", "batched"])
-def test_pipeline_in_jit(rng, strategy):
-    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
-    _check_pipeline(rng, strategy, 2, np.float64, batch=4, n=8, iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 4, 16])
-@strategy_param
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
-    _check_pipeline(rng, strategy, lanes, dtype, batch=64, n=48, iterations=40)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_blocked_stream_semantics_gpu(rng, dtype):
-    _check_pipeline(rng, "blocked", 1, dtype, batch=16, n=2 * LU_BLOCK + 5, iterations=12)
-
-
-def _check_threads(rng, batch, n, iterations, lanes, threads=8):
-    """8 threads call shared jitted functions at once, each on its own data."""
-    dtype = np.float64
-    jitted = {
-        s: (
-            jax.jit(functools.partial(jcm.solve, strategy=s, lanes=lanes)),
-            jax.jit(functools.partial(jcm.lu_factor, strategy=s, lanes=lanes)),
-        )
-        for s in ALL_STRATEGIES
-    }
-    data = [
-        [
-            (
-                random_matrix(rng, (batch, n, n), dtype, "well_conditioned"),
-                random_rhs(rng, (batch, n, 2), dtype),
-            )
-            for _ in range(iterations)
-        ]
-        for _ in range(threads)
-    ]
-    def calls(solve, factor):
-        return lambda ab: (solve(*ab), factor(ab[0]))
-
-    results = run_in_threads(
-        [calls(*jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]) for t in range(threads)], data)
-
-    for t in range(threads):
-        for i, ((x, (lu, piv)), (a, b)) in enumerate(zip(results[t], data[t])):
-            tol = rtol_for(dtype, n, condition_number(a))
-            assert rel_err(x, numpy_solve(a, b, False)) <= tol, f"thread {t}, iteration {i}"
-            check_lu_factorization(a, lu, piv, dtype)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=4, n=12, iterations=4, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=32, n=64, iterations=20, lanes=4)
-
-
-# ---------------------------------------------------------------------------------------------
 # FFI dispatch (GPU) and its absence (CPU)
 # ---------------------------------------------------------------------------------------------
 
@@ -1205,10 +1065,8 @@ def test_the_small_solve_kernel_is_one_call(claim_extension):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", [1, 2, 7, 32, 33, 64])
-@pytest.mark.parametrize("nrhs", [1, 3, 64])
-@pytest.mark.parametrize("trans", [0, 1, 2])
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,nrhs,trans,dtype",
+                         rotated_grid(DTYPES, [1, 2, 7, 32, 33, 64], [1, 3, 64], [0, 1, 2]))
 def test_small_solve_kernel_matches_numpy(rng, dtype, n, nrhs, trans):
     a = random_matrix(rng, (3, n, n), dtype, "well_conditioned")
     b = random_rhs(rng, (3, n, nrhs), dtype)
@@ -1223,8 +1081,7 @@ def test_small_solve_kernel_matches_numpy(rng, dtype, n, nrhs, trans):
 
 
 @requires_gpu
-@pytest.mark.parametrize("n", SMALL_KERNEL_N)
-@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, SMALL_KERNEL_N))
 def test_small_lu_kernel_matches_lapack(rng, dtype, n):
     a = random_matrix(rng, (5, n, n), dtype, "general")
     assert jcm.explain("lu", a.shape, dtype, strategy="batched").runs_small_kernel
@@ -1434,16 +1291,8 @@ _ONE_ARG_CALLS = {
 @pytest.mark.parametrize("op", sorted(_ONE_ARG_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     call, names = _ONE_ARG_CALLS[op]
-    a = (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype)
-    with pytest.raises(TypeError) as info:
-        call(a)
-    message = str(info.value)
-    dtype_name = np.dtype(bad_dtype).name
-    assert dtype_name in message, f"{op}: message does not name dtype {dtype_name}: {message!r}"
-    assert any(name in message for name in names), f"{op}: op not named in {message!r}"
-    # Same error when traced under jit.
-    with pytest.raises(TypeError):
-        jax.jit(call)(a)
+    assert_rejects_dtype(call, (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype),
+                         names)
 
 
 _WRONG_RANK_CALLS = {

@@ -16,7 +16,7 @@ from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
 import jax_cusolver_ms._ffi as jcm_ffi
-from conftest import is_complex, param_id, rel_err, requires_gpu, run_in_threads
+from conftest import exported_module_text, is_complex, param_id, rel_err, requires_gpu
 
 ids = param_id
 BF16, F16 = np.dtype(jnp.bfloat16), np.dtype(jnp.float16)
@@ -329,35 +329,6 @@ def test_jit(rng, dtype):
     np.testing.assert_array_equal(np.asarray(jitted), np.asarray(f(a, b, c)))
 
 
-def _check_threads(rng, shape, iterations, threads=8):
-    """8 threads call shared jitted products (with and without epilogue) on their own data."""
-    dtype = np.float32
-    m, k, n = shape
-    plain = jax.jit(lambda a, b: jcm.matmul(a, b, precision="highest"))
-    fused = jax.jit(lambda a, b, c: jcm.matmul(a, b, bias=c, activation="relu",
-                                               precision="highest"))
-    data = [[(random(rng, (m, k), dtype), random(rng, (k, n), dtype), random(rng, (n,), dtype))
-             for _ in range(iterations)] for _ in range(threads)]
-    def both(abc):
-        return plain(*abc[:2]), fused(*abc)
-
-    results = run_in_threads([both] * threads, data)
-    for t in range(threads):
-        for i, ((p, q), (a, b, c)) in enumerate(zip(results[t], data[t])):
-            assert rel_err(p, reference(a, b)) <= 1e-5, f"thread {t}, iteration {i}"
-            assert rel_err(q, reference(a, b, bias=c, activation="relu")) <= 1e-5, (t, i)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, (16, 12, 8), iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, (257, 129, 65), iterations=20)
-
-
 # ---------------------------------------------------------------------------------------------
 # The GPU handler: algorithms, fallback, larger shapes
 # ---------------------------------------------------------------------------------------------
@@ -430,10 +401,7 @@ def test_handler_edge_cases_called_directly(rng):
 
 
 def _cuda_module_text(fn, *args):
-    structs = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in args]
-    check_target = [jax.export.DisabledSafetyCheck.custom_call("jcm_matmul")]
-    exported = jax.export.export(jax.jit(fn), platforms=["cuda"], disabled_checks=check_target)
-    return exported(*structs).mlir_module()
+    return exported_module_text(fn, args, ("jcm_matmul",))
 
 
 def _custom_calls(text):

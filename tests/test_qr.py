@@ -6,8 +6,6 @@ CPU every strategy runs JAX's own implementation, so the CPU run checks the API,
 and transformations; the GPU run (tests marked requires_gpu run there too) checks the FFI paths.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
@@ -17,22 +15,22 @@ import scipy.linalg
 from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
-from jax_cusolver_ms import _ffi
 from jax_cusolver_ms.qr import householder_product, ormqr, qr, qr_multiply
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    assert_rejects_dtype,
     condition_number,
     conj_t,
     exported_text,
     jit_call,
+    lowered_text,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
-    run_in_threads,
     strategy_grid,
     widened,
 )
@@ -490,103 +488,6 @@ def test_raw_mode_not_differentiable_like_jax(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-# Stream semantics and concurrency
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(qr_fn, householder_fn, ormqr_fn):
-    """A jitted function whose inputs are made by XLA ops just before and whose outputs are used
-    by XLA ops just after: a missing fork or join gives wrong numbers. Only quantities that do
-    not depend on QR's sign choices are compared (projections, |R|, products on equal inputs)."""
-
-    def f(x, y, c):
-        n = x.shape[-1]
-        a = x + 0.1 * (x @ y) / n
-        q, r = qr_fn(a)
-        projection = 2 * (q @ (jnp.conj(jnp.swapaxes(q, -1, -2)) @ c))
-        r_abs = jnp.sum(jnp.abs(r), axis=-1) + 1
-        # Unitary reflectors made by XLA ops: tau = 2 / ||v||^2 for v = [1; tril(x, -1)].
-        taus = 2 / (1 + jnp.sum(jnp.abs(jnp.tril(x, -1)) ** 2, axis=-2)).astype(x.dtype)
-        prod = householder_fn(0.5 * x, 2 / (1 + jnp.sum(jnp.abs(jnp.tril(0.5 * x, -1)) ** 2,
-                                                      axis=-2)).astype(x.dtype))
-        applied = ormqr_fn(x, taus, c - 1, left=True, transpose=True)
-        return projection, r_abs, jnp.sum(prod, axis=-1), 3 * applied, a.sum()
-
-    return jax.jit(f)
-
-
-def _check_pipeline(rng, strategy, lanes, dtype, batch, m, n, iterations):
-    kw = dict(strategy=strategy, lanes=lanes)
-    ours = _pipeline(functools.partial(qr, **kw), functools.partial(householder_product, **kw),
-                     functools.partial(ormqr, **kw))
-    ref = _pipeline(jnp.linalg.qr, jax.lax.linalg.householder_product, jax.lax.linalg.ormqr)
-    inputs = [
-        tuple(jax.device_put(v) for v in (random_rhs(rng, (batch, m, n), dtype),
-                                          random_rhs(rng, (batch, n, n), dtype),
-                                          random_rhs(rng, (batch, m, 3), dtype)))
-        for _ in range(iterations)
-    ]
-    # Dispatch everything before looking at any result, so consecutive calls overlap.
-    got = [ours(*args) for args in inputs]
-    expected = [ref(*args) for args in inputs]
-    tol = rtol_for(dtype, m, 10)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        for j, (x, y) in enumerate(zip(g, e)):
-            core = min(2, np.ndim(y))
-            assert rel_err(x, y, core) <= tol, f"iteration {i}, output {j}"
-
-
-@pytest.mark.parametrize("strategy", ["auto", "batched"])
-def test_pipeline_in_jit(rng, strategy):
-    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
-    _check_pipeline(rng, strategy, 2, np.float64, batch=4, m=9, n=5, iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 8])
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
-def test_stream_semantics_gpu(rng, dtype, strategy, lanes):
-    _check_pipeline(rng, strategy, lanes, dtype, batch=64, m=40, n=24, iterations=30)
-
-
-def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
-    """8 threads call shared jitted functions at once, each on its own data."""
-    dtype = np.float64
-    jitted = {
-        s: (jax.jit(functools.partial(qr, mode="complete", strategy=s, lanes=lanes)),
-            jax.jit(functools.partial(qr_multiply, mode="left", strategy=s, lanes=lanes)))
-        for s in ALL_STRATEGIES
-    }
-    data = [[(random_matrix(rng, (batch, m, n), dtype, "general"),
-              random_rhs(rng, (batch, n, 2), dtype)) for _ in range(iterations)]
-            for _ in range(threads)]
-    def calls(factor, multiply):
-        return lambda ac: (factor(ac[0]), multiply(*ac))
-
-    results = run_in_threads(
-        [calls(*jitted[ALL_STRATEGIES[t % len(ALL_STRATEGIES)]]) for t in range(threads)], data)
-
-    for t in range(threads):
-        for i, (((q, r), (qc, r2)), (a, c)) in enumerate(zip(results[t], data[t])):
-            check_qr(a, q, r, "complete", dtype)
-            ref = np.asarray(q)[..., :, :n] @ c
-            assert rel_err(qc, ref) <= rtol_for(dtype, m), f"thread {t}, iteration {i}"
-            assert rel_err(r2, np.asarray(r)[..., :n, :]) <= rtol_for(dtype, m)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=4, m=10, n=6, iterations=3, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=32, m=64, n=40, iterations=20, lanes=4)
-
-
-# ---------------------------------------------------------------------------------------------
 # Lowering: the FFI targets on CUDA, none on CPU
 # ---------------------------------------------------------------------------------------------
 
@@ -645,18 +546,13 @@ def test_auto_lowering_uses_ours(claim_extension, n):
     assert "cusolver_ormqr_ffi" not in text
 
 
-def _lowered_text(fn, shapes, dtype, platform):
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,)).as_text()
-
-
 @pytest.mark.parametrize("strategy", ["auto", "looped"])
 def test_cpu_lowering_has_no_ffi_call(strategy):
     for name, (fn, shapes) in _qr_family_calls(strategy).items():
-        text = _lowered_text(fn, shapes, np.float64, "cpu")
+        text = lowered_text(fn, shapes, np.float64, "cpu")
         assert not any(t in text for t in TARGETS), name
     # ... and it is JAX's own LAPACK QR instead.
-    assert "geqrf" in _lowered_text(lambda a: qr(a), [(5, 3)], np.float64, "cpu")
+    assert "geqrf" in lowered_text(lambda a: qr(a), [(5, 3)], np.float64, "cpu")
 
 
 @requires_gpu
@@ -696,12 +592,7 @@ _CALLS = {
 @pytest.mark.parametrize("op", sorted(_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     a = (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype)
-    with pytest.raises(TypeError) as info:
-        _CALLS[op](a)
-    message = str(info.value)
-    assert np.dtype(bad_dtype).name in message and op in message, message
-    with pytest.raises(TypeError):
-        jax.jit(_CALLS[op])(a)
+    assert_rejects_dtype(_CALLS[op], a, (op,))
 
 
 @pytest.mark.parametrize("shape", [(4,), ()], ids=ids)

@@ -9,8 +9,6 @@ the CPU run checks the API, shape rules and transformations; the GPU run (tests 
 requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatched.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,22 +16,23 @@ import pytest
 from jax.test_util import check_grads
 
 import jax_cusolver_ms as jcm
-from jax_cusolver_ms import _ffi, strategy as jcm_strategy
+from jax_cusolver_ms import strategy as jcm_strategy
 from jax_cusolver_ms.svd import cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    assert_rejects_dtype,
     FULL_GRID,
     conj_t,
     exported_text,
     jit_call,
+    lowered_text,
     param_id,
     random_matrix,
     random_rhs,
     rel_err,
     requires_gpu,
     rtol_for,
-    run_in_threads,
     strategy_grid,
     wide_dtype,
     widened,
@@ -483,97 +482,6 @@ def test_derived_ops_take_strategy_and_agree(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-# Stream semantics and concurrency
-# ---------------------------------------------------------------------------------------------
-
-
-def _pipeline(svd_fn, svdvals_fn, pinv_fn):
-    """A jitted function whose inputs are made by XLA ops just before and whose outputs are used
-    by XLA ops just after: a missing fork or join gives wrong numbers. Only quantities that do
-    not depend on the vectors' signs are compared."""
-
-    def f(x, y, c):
-        n = x.shape[-1]
-        a = x + 0.1 * (x @ y) / n
-        u, s, vh = svd_fn(a)
-        projected = 2 * (u @ (jnp.conj(jnp.swapaxes(u, -1, -2)) @ c))
-        values = svdvals_fn(a - 1) + 1
-        p = pinv_fn(a * 2)
-        return projected, jnp.sum(s, -1), values, 3 * (p @ c), a.sum()
-
-    return jax.jit(f)
-
-
-def _check_pipeline(rng, strategy, lanes, algorithm, dtype, batch, m, n, iterations):
-    kw = dict(strategy=strategy, lanes=lanes)
-    ours = _pipeline(functools.partial(svd, full_matrices=False, algorithm=algorithm, **kw),
-                     functools.partial(svdvals, algorithm=algorithm, **kw),
-                     functools.partial(pinv, **kw))
-    ref = _pipeline(functools.partial(jnp.linalg.svd, full_matrices=False),
-                    jnp.linalg.svdvals, jnp.linalg.pinv)
-    inputs = [
-        tuple(jax.device_put(v) for v in (random_rhs(rng, (batch, m, n), dtype),
-                                          random_rhs(rng, (batch, n, n), dtype),
-                                          random_rhs(rng, (batch, m, 3), dtype)))
-        for _ in range(iterations)
-    ]
-    # Dispatch everything before looking at any result, so consecutive calls overlap.
-    got = [ours(*args) for args in inputs]
-    expected = [ref(*args) for args in inputs]
-    tol = rtol_for(dtype, m, 100)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        for j, (x, y) in enumerate(zip(g, e)):
-            assert rel_err(x, y, min(2, np.ndim(y))) <= tol, f"iteration {i}, output {j}"
-
-
-@pytest.mark.parametrize("strategy", ["auto", "batched"])
-def test_pipeline_in_jit(rng, strategy):
-    # The CPU-sized version of the stream test below, so the check itself runs everywhere.
-    _check_pipeline(rng, strategy, 2, "default", np.float64, batch=4, m=9, n=5, iterations=3)
-
-
-@requires_gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("lanes", [1, 8])
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-@pytest.mark.parametrize("algorithm,m,n", [("jacobi", 24, 20), ("jacobi", 48, 40),
-                                          ("qr", 40, 24)])
-def test_stream_semantics_gpu(rng, strategy, lanes, algorithm, m, n):
-    # 8 calls in flight are enough to overlap lanes of consecutive calls; 20 made these the
-    # slowest tests of the GPU suite by far.
-    _check_pipeline(rng, strategy, lanes, algorithm, np.float32, batch=64, m=m, n=n,
-                    iterations=8)
-
-
-def _check_threads(rng, batch, m, n, iterations, lanes, threads=8):
-    """8 threads call shared jitted functions at once, each on its own data."""
-    dtype = np.float64
-    jitted = {
-        (s, alg): jax.jit(functools.partial(svd, full_matrices=False, algorithm=alg, strategy=s,
-                                            lanes=lanes))
-        for s in ALL_STRATEGIES for alg in ("jacobi", "qr")
-    }
-    keys = sorted(jitted)
-    data = [[random_matrix(rng, (batch, m, n), dtype, "general") for _ in range(iterations)]
-            for _ in range(threads)]
-    results = run_in_threads([jitted[keys[t % len(keys)]] for t in range(threads)], data)
-
-    for t in range(threads):
-        for (u, s, vh), a in zip(results[t], data[t]):
-            check_svd(a, u, s, vh, False, dtype)
-
-
-def test_threads_cpu(rng):
-    _check_threads(rng, batch=4, m=10, n=6, iterations=3, lanes=2)
-
-
-@requires_gpu
-@pytest.mark.slow
-def test_threads_gpu(rng):
-    _check_threads(rng, batch=32, m=30, n=24, iterations=10, lanes=4)
-
-
-# ---------------------------------------------------------------------------------------------
 # Lowering: the FFI targets on CUDA, none on CPU; what auto picks
 # ---------------------------------------------------------------------------------------------
 
@@ -644,9 +552,9 @@ def test_auto_takes_the_svd_kernel_up_to_32():
 def test_the_svd_kernel_runs_without_the_guard(claim_extension):
     # The kernel writes NaN itself: no is_finite pass and no mask around its call (square up to
     # 32, where the tables measure it; a non-square matrix keeps the guard).
-    text = _lowered_text(lambda a: svd(a, strategy="batched"), [(4, 16, 16)], np.float32, "cuda")
+    text = lowered_text(lambda a: svd(a, strategy="batched"), [(4, 16, 16)], np.float32, "cuda")
     assert "jcm_gesvdj" in text and "is_finite" not in text
-    text = _lowered_text(lambda a: svd(a, strategy="looped"), [(4, 16, 16)], np.float32, "cuda")
+    text = lowered_text(lambda a: svd(a, strategy="looped"), [(4, 16, 16)], np.float32, "cuda")
     assert "jcm_gesvdj" in text and "is_finite" in text
 
 
@@ -687,20 +595,15 @@ def test_svd_kernel_on_many_matrices(rng, dtype, shape):
     check_values(a[good], values[good], dtype)
 
 
-def _lowered_text(fn, shapes, dtype, platform):
-    args = [jax.ShapeDtypeStruct(s, dtype) for s in shapes]
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,)).as_text()
-
-
 @pytest.mark.parametrize("strategy", ["auto", "looped"])
 def test_cpu_lowering_has_no_ffi_call(strategy):
     for name, (fn, shapes, _) in _svd_family_calls(strategy).items():
         if name == "svd large":
             continue  # a big LAPACK SVD to compile, nothing new
-        text = _lowered_text(fn, shapes, np.float64, "cpu")
+        text = lowered_text(fn, shapes, np.float64, "cpu")
         assert not any(t in text for t in TARGETS), name
-    assert "gesdd" in _lowered_text(lambda a: svd(a), [(5, 3)], np.float64, "cpu")
-    assert "gesvd" in _lowered_text(lambda a: svd(a, algorithm="qr"), [(5, 3)], np.float64,
+    assert "gesdd" in lowered_text(lambda a: svd(a), [(5, 3)], np.float64, "cpu")
+    assert "gesvd" in lowered_text(lambda a: svd(a, algorithm="qr"), [(5, 3)], np.float64,
                                     "cpu")
 
 
@@ -752,12 +655,7 @@ _CALLS = {
 @pytest.mark.parametrize("op", sorted(_CALLS))
 def test_unsupported_dtype_raises_type_error(op, bad_dtype):
     a = (np.arange(16).reshape(4, 4) % 3 + np.eye(4)).astype(bad_dtype)
-    with pytest.raises(TypeError) as info:
-        _CALLS[op](a)
-    message = str(info.value)
-    assert np.dtype(bad_dtype).name in message and op in message, message
-    with pytest.raises(TypeError):
-        jax.jit(_CALLS[op])(a)
+    assert_rejects_dtype(_CALLS[op], a, (op,))
 
 
 @pytest.mark.parametrize("shape", [(4,), ()], ids=ids)

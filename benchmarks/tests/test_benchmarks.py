@@ -1,0 +1,519 @@
+"""Tests of benchmarks/: the benchmark runner (bench.py), the report (report.py) and the table
+builder (build_table.py).
+
+Everything here runs on a CPU: the report's --cpu-smoke grid, the bench's --cpu-smoke mode and
+fake timers.
+"""
+import dataclasses
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_cusolver_ms as jcm
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(autouse=True)
+def _auto_follows_the_heuristic():
+    """`auto` follows the hand-written rules, not the measured table of the GPU it runs on."""
+    from jax_cusolver_ms import tables
+
+    with tables.using():
+        yield
+
+
+def _cell(op, batch, n, jax_ms, auto_ms, picks="batched", torch_ms=None, dtype="float32"):
+    impls = {"jax": {"median_ms": jax_ms}, "jcm:auto": {"median_ms": auto_ms, "ok": True}}
+    if torch_ms:
+        impls["torch"] = {"median_ms": torch_ms}
+    return {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": impls, "status": "ok",
+            "explain": {"strategy": picks, "lanes": 1}}
+
+def test_report_summary():
+    report = importlib.import_module("benchmarks.report")
+    cells = [_cell("lu_factor", 1, 64, 1.0, 1.0, "xla"),
+             _cell("lu_factor", 16, 64, 1.0, 1.1, "xla"),
+             _cell("lu_factor", 16, 2048, 700.0, 7.0, "looped", torch_ms=70.0),
+             _cell("qr", 16, 64, 4.0, 1.0, "looped"), _cell("qr", 16, 128, 1.0, 1.25, "looped"),
+             {"op": "qr", "dtype": "float32", "batch": 256, "n": 2048, "impls": {},
+              "status": "skipped", "note": "JAX took 25 s per call at 64x2048 (> 20 s)"}]
+    summary = report.summarize(cells)
+    per_op = {e["op"]: e for e in summary["per_op"]}
+    assert per_op["lu_factor"]["geomean_vs_jax"] == pytest.approx((1 / 1.1 * 100) ** (1 / 3))
+    assert per_op["lu_factor"]["geomean_vs_torch"] == pytest.approx(10.0)
+    assert per_op["qr"]["geomean_vs_jax"] == pytest.approx(math.sqrt(4 * 0.8))
+    assert [b["cell"] for b in summary["cells_below_parity"]] == \
+        ["lu_factor float32 16x64", "qr float32 16x128"]
+    assert [b["parity"] for b in summary["cells_below_parity"]] == [True, False]
+    assert summary["batch1_min_vs_jax"] == 1.0
+    assert summary["skipped"] == ["qr float32 256x2048: JAX took 25 s per call at 64x2048 (> 20 s)"]
+    # An op whose JAX column is another algorithm (LDL^T against JAX's LU) is counted apart.
+    summary = report.summarize(cells + [_cell("ldl_solve", 1, 1024, 1.0, 4.0, "blocked")])
+    assert summary["batch1_min_vs_jax"] == 0.25 and summary["batch1_min_vs_jax_same_op"] == 1.0
+    text = report.summary_markdown(summary, {"gpu": "G", "driver": "1", "versions": {}}, {}, None)
+    assert "lowest speed-up 0.25x (1.00x over the ops JAX has)" in text
+    assert "Cells below 0.95x of JAX: 3 (1 where `auto` runs JAX's own lowering, 1 where " \
+        "JAX's column is another algorithm, 1 other)" in text
+
+
+def test_report_skips_cells_beyond_a_slow_jax_one():
+    report = importlib.import_module("benchmarks.report")
+    slow = {("qr", "float32"): [(16, 1024, 25.0)]}
+    assert report._too_slow_before(slow, "qr", "float32", 16, 2048)
+    assert report._too_slow_before(slow, "qr", "float32", 64, 1024)
+    assert not report._too_slow_before(slow, "qr", "float32", 4, 2048)
+    assert not report._too_slow_before(slow, "qr", "float64", 64, 2048)
+
+
+@pytest.mark.parametrize("fast_ms, rounds", [(0.1, 5), (2.0, 1)])
+def test_bench_pools_alternating_rounds_for_small_cells(monkeypatch, fast_ms, rounds):
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+
+    def fake_timer(fn, *inputs, repeats, warmup):
+        calls.append(fn)
+        return [fast_ms] * repeats
+
+    monkeypatch.setattr(bench, "device_time_ms", fake_timer)
+    args = bench.parse_args(["--cpu-smoke"])
+    assert args.small_rounds == 5 and args.rounds == 1
+    impls = {"jax": {**bench._summary([fast_ms] * 4)},
+             "jcm:auto": {**bench._summary([fast_ms * 2] * 4)},
+             "jcm:looped": {"failed": "x"}}
+    jax_fn, ours_fn = object(), object()
+    bench.extra_rounds(impls, {"jax": jax_fn, "jcm:auto": ours_fn}, (), args)
+    assert len(calls) == 2 * (rounds - 1)
+    # Alternating order: ours first in odd rounds, JAX first in even ones.
+    assert calls[:4] == ([ours_fn, jax_fn, jax_fn, ours_fn] if rounds > 1 else [])
+    assert len(impls["jax"]["times_ms"]) == 4 * rounds
+    assert impls["jax"].get("rounds", 1) == rounds and "rounds" not in impls["jcm:looped"]
+
+
+@pytest.mark.parametrize("ours_ms, same, rounds", [
+    (6.0, True, 5), (4.0, True, 5), (5.1, True, 1), (6.0, False, 1)])
+def test_bench_pools_rounds_where_the_same_lowering_disagrees(monkeypatch, ours_ms, same,
+                                                               rounds):
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+    monkeypatch.setattr(bench, "device_time_ms",
+                        lambda fn, *a, repeats, warmup: calls.append(fn) or [5.0] * repeats)
+    args = bench.parse_args(["--cpu-smoke"])
+    impls = {"jax": bench._summary([5.0] * 3), "jcm:auto": bench._summary([ours_ms] * 3)}
+    bench.extra_rounds(impls, {"jax": "j", "jcm:auto": "o"}, (), args, same_lowering=same)
+    assert len(calls) == 2 * (rounds - 1)
+
+
+def test_bench_det_error_is_per_unit_of_condition():
+    # JAX's answer passes det's own floor; one flipped sign or a 1% error everywhere fails it,
+    # while the same 1% on an ill-conditioned matrix alone weighs less than on a benign one.
+    bench = importlib.import_module("benchmarks.bench")
+    op = bench.OPS["det"]
+    (a,), truth = op.build(jax.random.key(3), 8, 64, np.float32)
+    d_true, cond = (np.asarray(x) for x in truth)
+    assert np.all(cond >= 1) and d_true.shape == cond.shape == (8,)
+    floor = op.error_floor["float32"]
+    assert float(op.error((a,), truth, jnp.linalg.det(a))) <= floor
+    d = np.asarray(jnp.linalg.det(a))
+    assert float(op.error((a,), truth, d * np.where(np.arange(8) == 2, -1, 1))) > floor
+    assert float(op.error((a,), truth, d * 1.01)) > floor
+    worst, best = int(np.argmax(cond)), int(np.argmin(cond))
+    one_off = [float(op.error((a,), truth, np.where(np.arange(8) == i, d_true * 1.01, d_true)))
+               for i in (worst, best)]
+    assert one_off[0] < one_off[1]
+
+
+def test_report_forwards_min_repeats_and_no_torch():
+    report = importlib.import_module("benchmarks.report")
+    _, bench_args = report.parse_args(["--min-repeats", "2", "--no-torch"])
+    assert bench_args.min_repeats == 2 and bench_args.no_torch
+    _, bench_args = report.parse_args([])
+    assert bench_args.min_repeats == 3 and not bench_args.no_torch
+
+
+def test_report_grid_resumes_and_skips_beyond_slow_jax(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((batch, n))
+        probe = 30e3 if (batch, n) == (1, 64) else 1.0  # JAX over the limit at 1x64
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": probe, "probe_ms": probe}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                 sizes=[16, 64, 128], jax_limit_s=20.0))()
+    bench_args = type("BenchArgs", (), dict(seed=0))()
+    done = [{"op": "lu_factor", "dtype": "float32", "batch": 1, "n": 16, "status": "ok",
+             "impls": {}, "seconds": 1.0}]
+    cells = report.run_grid(args, bench_args, None, lambda cells, total: None, done)
+    assert ran == [(1, 64), (4, 16)]  # 1x16 from the earlier run; 1x128, 4x64, 4x128 skipped
+    assert [c["status"] for c in cells] == ["ok", "ok", "skipped", "ok", "skipped", "skipped"]
+    assert "JAX took 30 s per call at 1x64 (> 20 s)" in cells[2]["note"]
+
+
+def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((batch, n))
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": 1.0}}}
+
+    def plan(batch, n):  # what auto picks now: lanes from n = 64
+        return {"strategy": "looped", "lanes": 4} if n >= 64 else {"strategy": "xla", "lanes": 1}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report.bench, "auto_plan", lambda op, shape, dtype, a: plan(*shape[:2]))
+    monkeypatch.setattr(report.bench, "first_operand_shape", lambda op, d, b, n: (b, n, n))
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+
+    def earlier(n, strategy, ours_ms):
+        return {"op": "lu_factor", "dtype": "float32", "batch": 4, "n": n, "status": "ok",
+                "explain": {"strategy": strategy, "lanes": 1},
+                "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": ours_ms}}}
+
+    done = [earlier(16, "xla", 1.0), earlier(32, "xla", 1.25), earlier(64, "xla", 1.0)]
+    for redo_below, redo_ops, max_n, min_n, redo_batches, expected in [
+            (None, None, None, None, None, [(4, 64)]),
+            (0.95, None, None, None, None, [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, None, None, [(4, 16), (4, 32), (4, 64)]),
+            (None, ["lu_factor"], 16, None, None, [(4, 16), (4, 64)]),
+            (None, ["lu_factor"], None, 32, None, [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, 32, [4, 16], [(4, 32), (4, 64)]),
+            (None, ["lu_factor"], None, None, [16], [(4, 64)]),
+            (None, ["qr"], None, None, None, [(4, 64)])]:
+        ran.clear()
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
+                                     sizes=[16, 32, 64], jax_limit_s=20.0,
+                                     redo_below=redo_below, redo_ops=redo_ops,
+                                     redo_max_n=max_n, redo_min_n=min_n,
+                                     redo_batches=redo_batches))()
+        report.run_grid(args, type("B", (), dict(seed=0))(), None, lambda c, t: None, done)
+        assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before; --redo-ops
+
+
+def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "1e-9", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["lu_factor"], "float32", 2, 8, args, None, seed=0)
+    assert cell["status"] == "skipped" and cell["note"].startswith("JAX: one call took")
+    assert list(cell["impls"]) == ["jax"] and cell["impls"]["jax"]["probe_ms"] > 0
+    args = bench.parse_args(["--cpu-smoke", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["lu_factor"], "float32", 2, 8, args, None, seed=0)
+    assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
+
+
+def test_report_render_merges_runs_without_measuring(tmp_path):
+    report = importlib.import_module("benchmarks.report")
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}, "timer": "t"}
+    args = {"ops": ["lu_factor", "qr"], "dtypes": ["float32"], "batches": [4], "sizes": [16],
+            "strategies": ["auto"]}
+
+    def cell(op, jax_ms, ours_ms):
+        return {"op": op, "dtype": "float32", "batch": 4, "n": 16, "status": "ok",
+                "impls": {"jax": {"median_ms": jax_ms, "min_ms": jax_ms, "error": 0.0},
+                          "jcm:auto": {"median_ms": ours_ms, "min_ms": ours_ms, "ok": True,
+                                       "error": 0.0}}}
+
+    runs = [{"environment": env, "args": args, "cells": [cell("lu_factor", 1.0, 2.0)]},
+            {"environment": env, "args": args, "cells": [cell("qr", 4.0, 1.0),
+                                                         cell("lu_factor", 1.0, 1.0)]}]
+    paths = []
+    for i, run in enumerate(runs):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = tmp_path / "out"
+    assert report.main(["--render", *map(str, paths), "--out", str(out), "--no-plots"]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    sq = doc["square"]
+    assert sq["complete"] and [c["op"] for c in sq["cells"]] == ["lu_factor", "qr"]
+    per_op = {e["op"]: e["geomean_vs_jax"] for e in sq["summary"]["per_op"]}
+    assert per_op == {"lu_factor": 1.0, "qr": 4.0}
+    assert "| qr | float32 | 1 | 4.00x |" in (out / "report.md").read_text()
+    # The report renders from itself to the same cells.
+    out2 = tmp_path / "out2"
+    assert report.main(["--render", str(out / "report.json"), "--out", str(out2), "--no-plots"]) == 0
+    assert json.loads((out2 / "report.json").read_text())["square"]["cells"] == sq["cells"]
+    other = dict(runs[0], environment=dict(env, gpu="Other GPU"))
+    paths[0].write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="one GPU"):
+        report.main(["--render", *map(str, paths), "--out", str(out), "--no-plots"])
+
+
+def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    clock = [0.0]
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        clock[0] += 10.0  # each cell takes 10 s
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                 sizes=[16, 64, 128], jax_limit_s=20.0, budget_s=25.0))()
+    cells = report.run_grid(args, type("BenchArgs", (), dict(seed=0))(), None,
+                            lambda cells, total: None)
+    # Cells start at 0, 10 and 20 s; the fourth would start at 30 s, past the budget.
+    assert [(c["batch"], c["n"]) for c in cells] == [(1, 16), (1, 64), (1, 128)]
+    # Resumed: the earlier run's cells the budget does not reach stay in the output as they were
+    # (budget 0: nothing measured, the earlier run written again).
+    earlier = [{"op": "lu_factor", "dtype": "float32", "batch": b, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}}, "mark": f"{b}x{n}"}
+               for b, n in [(4, 64), (1, 16)]]
+    for budget, expected in [(0.0, ["1x16", "4x64"]), (5.0, ["1x16", None, "4x64"])]:
+        clock[0] = 0.0
+        args.budget_s = budget
+        written = []
+        cells = report.run_grid(args, type("BenchArgs", (), dict(seed=0))(), None,
+                                lambda cells, total: written.append(len(cells)), earlier)
+        kept = [c.get("mark") for c in cells]
+        # Grid order; 1x16 kept, not measured again; with 5 s, 1x64 measured before the stop.
+        assert kept == expected
+        assert written[-1] == len(expected)
+
+
+def test_report_resume_keeps_the_earlier_cells_outside_this_runs_grid(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append((dtype, batch, n))
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    f32 = [{"op": op, "dtype": "float32", "batch": 4, "n": 16, "status": "ok", "mark": op,
+            "impls": {"jax": {"median_ms": 1.0}}} for op in ("lu_factor", "qr")]
+    for budget, measured in [(None, [("float64", 4, 16), ("float64", 4, 32)]),
+                             (0.0, [])]:
+        ran.clear()
+        totals = []
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float64"], batches=[4],
+                                     sizes=[16, 32], jax_limit_s=20.0, budget_s=budget))()
+        cells = report.run_grid(args, type("B", (), dict(seed=0))(), None,
+                                lambda cells, total: totals.append((len(cells), total)), f32)
+        assert ran == measured
+        assert [c.get("mark") for c in cells if c["dtype"] == "float32"] == ["lu_factor", "qr"]
+        assert len(cells) == 2 + len(measured) and totals[-1] == (len(cells), 4)
+
+
+def test_report_checkpoints_keep_the_earlier_cells_not_reached_yet(monkeypatch):
+    # A run killed mid-cell leaves its last checkpoint: the earlier run's cells of this grid that
+    # it had not reached yet must be in it (a resumed grid once lost 177 cells so).
+    report = importlib.import_module("benchmarks.report")
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        if n == 64:
+            raise KeyboardInterrupt  # the kill, during the third cell
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    monkeypatch.setattr(report, "_stale", lambda cell, args, bench_args: True)  # all measured
+    earlier = [{"op": "lu_factor", "dtype": "float32", "batch": 4, "n": n, "status": "ok",
+                "mark": n, "impls": {"jax": {"median_ms": 1.0}}} for n in (16, 32, 64, 128)]
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
+                                 sizes=[16, 32, 64, 128], jax_limit_s=20.0))()
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        report.run_grid(args, type("B", (), dict(seed=0))(), None,
+                        lambda cells, total: written.append(list(cells)), earlier)
+    last = {c["n"]: c.get("mark") for c in written[-1]}
+    assert last == {16: None, 32: None, 64: 64, 128: 128}, last
+
+
+def test_report_shards_split_the_grid_and_render_takes_each_cells_newest(monkeypatch, tmp_path):
+    report = importlib.import_module("benchmarks.report")
+    ran = {}
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran[(batch, n)] = seed
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 2.0, "min_ms": 2.0, "probe_ms": 2.0, "error": 0.0},
+                          "jcm:auto": {"median_ms": 1.0, "min_ms": 1.0, "ok": True, "error": 0.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    stale = [{"op": "lu_factor", "dtype": "float32", "batch": b, "n": n, "status": "ok",
+              "impls": {"jax": {"median_ms": 1.0, "min_ms": 1.0, "error": 0.0},
+                        "jcm:auto": {"median_ms": 4.0, "min_ms": 4.0, "ok": True, "error": 0.0}},
+              "explain": {"strategy": "xla", "lanes": 1}}
+             for b in (1, 4) for n in (16, 64)]
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}, "timer": "t"}
+    run_args = {"ops": ["lu_factor"], "dtypes": ["float32"], "batches": [1, 4],
+                "sizes": [16, 64], "strategies": ["auto"]}
+    paths = []
+    for k in range(2):
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1, 4],
+                                     sizes=[16, 64], jax_limit_s=20.0, redo_below=0.95,
+                                     shard=(k, 2)))()
+        cells = report.run_grid(args, type("B", (), dict(seed=100))(), None, lambda c, t: None, stale)
+        assert len(cells) == 4
+        doc = {"format": 1, "gpu": "Fake GPU",
+               "square": report.square_part(env, run_args, cells, 4)}
+        paths.append(tmp_path / f"shard{k}" / "report.json")
+        paths[-1].parent.mkdir()
+        paths[-1].write_text(json.dumps(doc))
+    assert ran == {(1, 16): 100, (4, 16): 102, (1, 64): 101, (4, 64): 103}
+    for order in (paths, paths[::-1]):
+        out = tmp_path / "out"
+        assert report.main(["--render", *map(str, order), "--out", str(out), "--no-plots"]) == 0
+        doc = json.loads((out / "report.json").read_text())
+        assert [c["impls"]["jcm:auto"]["median_ms"] for c in doc["square"]["cells"]] == [1.0] * 4
+    with pytest.raises(SystemExit):
+        report.parse_args(["--shard", "2/2"])
+
+
+def test_program_signature_drops_metadata_with_nested_braces():
+    # Names and metadata differ, nested braces and a quoted brace included: the same program.
+    bench = importlib.import_module("benchmarks.bench")
+    line = ('  %{name} = f32[3,16,16]{{2,1,0}} fusion(%p.{k}), kind=kLoop, calls=%fused.{k}, '
+            'metadata={{op_name="jit(f)/{op}" extra={{a="}}" b=1}} source_line={k}}}, '
+            'backend_config={{"x":"0"}}')
+    a = "ENTRY %main.1 {\n" + line.format(name="fusion.1", k=1, op="cholesky") + "\n}"
+    b = "ENTRY %main.9 {\n" + line.format(name="fusion.7", k=7, op="jcm_potrf") + "\n}"
+    assert bench.text_signature(a) == bench.text_signature(b)
+    assert "metadata" not in bench.text_signature(a) and "backend_config" in bench.text_signature(a)
+    other = b.replace("kind=kLoop", "kind=kInput")
+    assert bench.text_signature(a) != bench.text_signature(other)
+
+
+def test_program_signature_ignores_the_timer_stamps_slots():
+    # On the GPU the timed programs differ in their stamps' slot numbers only (H100).
+    bench = importlib.import_module("benchmarks.bench")
+    stamp = ('  %s.{k} = f32[3]{{0}} custom-call(%p), custom_call_target="jcm_timer_stamp", '
+             'backend_config={{slot = {slot} : i64}}')
+    a = "ENTRY %main {\n" + stamp.format(k=1, slot=3) + "\n}"
+    b = "ENTRY %main {\n" + stamp.format(k=2, slot=1) + "\n}"
+    assert bench.text_signature(a) == bench.text_signature(b)
+    assert bench.text_signature(a) != bench.text_signature(a.replace("f32[3]", "f32[4]"))
+
+
+def test_bench_tells_the_same_compiled_program_from_another():
+    # Where auto runs JAX's own lowering with nothing of ours around it (cholesky), the compiled
+    # programs are the same (names and source locations aside): a gap there is timer noise.
+    bench = importlib.import_module("benchmarks.bench")
+    a = jnp.eye(16, dtype=jnp.float32)[None] * 4 + jnp.ones((3, 16, 16), jnp.float32)
+    assert bench.same_program(jnp.linalg.cholesky, jcm.cholesky, [a]) is True
+    assert bench.same_program(jnp.linalg.cholesky, lambda x: jnp.linalg.cholesky(x) * 2,
+                              [a]) is False
+    assert bench.same_program(jnp.linalg.cholesky, lambda x: x.no_such_method(), [a]) is None
+
+
+def test_report_says_which_cells_below_parity_are_the_same_program():
+    report = importlib.import_module("benchmarks.report")
+
+    def cell(n, same):
+        return {"op": "cholesky", "dtype": "float64", "batch": 256, "n": n, "status": "ok",
+                "same_program": same, "explain": {"strategy": "xla", "lanes": 1},
+                "impls": {"jax": {"median_ms": 0.04}, "jcm:auto": {"median_ms": 0.05}}}
+
+    summary = report.summarize([cell(16, True), cell(32, False)])
+    env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}}
+    text = report.summary_markdown(summary, env, {}, None)
+    assert "Of these, 1 run the very program JAX compiles" in text
+    assert "cholesky float64 256x16: 0.80x (auto runs JAX's own lowering: the same compiled " \
+           "program, timer noise)" in text
+    assert "256x32: 0.80x (auto runs JAX's own lowering inside this project's " in text
+
+
+def test_bench_times_jax_once_where_auto_runs_its_very_program():
+    # cholesky of one matrix above the small kernel's n: auto runs JAX's own lowering with
+    # nothing around it (the same compiled program): ours is checked for its error but not timed
+    # again, its time is JAX's. With something of ours around it the program differs: both timed.
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto"])
+    n = 80
+    cell = bench.run_cell(bench.OPS["cholesky"], "float32", 1, n, args, None, seed=0)
+    ours, theirs = cell["impls"]["jcm:auto"], cell["impls"]["jax"]
+    assert cell["status"] == "ok" and cell["same_program"] is True
+    assert ours["same_program_as"] == "jax" and ours["ok"] is True
+    assert ours["times_ms"] == theirs["times_ms"] and ours["median_ms"] == theirs["median_ms"]
+    wrapped = dataclasses.replace(bench.OPS["cholesky"],
+                                  ours=lambda a, **kw: jnp.tril(jcm.cholesky(a, **kw)))
+    cell = bench.run_cell(wrapped, "float32", 1, n, args, None, seed=0)
+    assert cell["same_program"] is False and "same_program_as" not in cell["impls"]["jcm:auto"]
+    assert cell["impls"]["jcm:auto"]["ok"] is True
+    report = importlib.import_module("benchmarks.report")
+    assert report.summarize([dict(cell, impls={"jax": {"median_ms": 1.0},
+                                               "jcm:auto": {"median_ms": 1.0,
+                                                            "same_program_as": "jax"}})]
+                            )["same_program_cells"] == 1
+
+
+@pytest.mark.parametrize("with_plots", [True, False])
+def test_report_smoke_grid_writes_json_markdown_and_figures(tmp_path, with_plots):
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "benchmarks.report", "--grid", "smoke", "--only", "square",
+            "--ops", "lu_factor", "--sizes", "8", "--batches", "1,2", "--out", str(out)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    if not with_plots:
+        (tmp_path / "hide").mkdir()
+        (tmp_path / "hide" / "matplotlib.py").write_text("raise ImportError('hidden by test')")
+        env["PYTHONPATH"] = str(tmp_path / "hide")
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((out / "report.json").read_text())
+    sq = doc["square"]
+    assert sq["complete"] and len(sq["cells"]) == 2 and "matmul" not in doc
+    assert all("times_ms" not in i for c in sq["cells"] for i in c["impls"].values())
+    assert {e["op"] for e in sq["summary"]["per_op"]} == {"lu_factor"}
+    md = (out / "report.md").read_text()
+    assert "geomean vs JAX" in md and "| lu_factor | float32 | 2 |" in md
+    pngs = sorted(p.name for p in (out / "figures").glob("*.png")) if (out / "figures").exists() else []
+    if with_plots:
+        assert pngs == ["lu_factor_speedup.png", "lu_factor_times.png", "overview.png"]
+    else:
+        assert pngs == [] and "matplotlib is not importable" in md
+        assert "matplotlib is not importable" in r.stdout
+
+
+def test_report_on_cpu_writes_nothing_into_the_tree(tmp_path):
+    before = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT,
+                            capture_output=True, text=True).stdout
+    r = subprocess.run([sys.executable, "-m", "benchmarks.report", "--grid", "smoke",
+                        "--ops", "cholesky", "--sizes", "8", "--batches", "1",
+                        "--matmul-cells", "smoke-fp32-64", "--no-plots"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu", TMPDIR=str(tmp_path),
+                                PYTHONDONTWRITEBYTECODE="1"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert after == before
+    (report,) = tmp_path.glob("jcm-report-smoke-*/report.json")
+    doc = json.loads(report.read_text())
+    assert len(doc["square"]["cells"]) == 1 and len(doc["matmul"]["cells"]) == 1
+
+
+def test_gpu_model_names_the_results_folder():
+    render = importlib.import_module("benchmarks.render")
+    assert render.gpu_model("NVIDIA H100 80GB HBM3") == "H100"
+    assert render.gpu_model("NVIDIA H100 PCIe") == "H100-PCIe"
+    assert render.gpu_model("NVIDIA A100-SXM4-80GB") == "A100"
+
+
+def test_grids_file_is_consistent():
+    report = importlib.import_module("benchmarks.report")
+    known = report.load_grids()
+    assert {"full", "quick", "smoke"} <= set(known["grids"])
+    assert len([c for c in known["matmul_cells"].values() if not c.smoke]) == 30
