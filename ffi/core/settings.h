@@ -47,14 +47,4 @@ inline int64_t cholesky_block() {
   return block;
 }
 
-// What the LDL^T handlers read (ldl_handlers.cc): a block size from the environment, or a
-// kernel's threads per block (a multiple of 32 up to 1024; 0 where unset: the caller's choice).
-inline int64_t block_size_from_env(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  return env_int(name, fallback, lo, hi);
-}
-inline int threads_from_env(const char* name) {
-  const int64_t value = env_int(name, 0, 32, 1024);
-  return static_cast<int>(value % 32 == 0 ? value : 0);
-}
-
 }  // namespace jcm
