@@ -6,7 +6,7 @@ imports can be swapped: eigenvalues ascending, NaN in every matrix whose solver 
 Two algorithms, one switch (`implementation`, as jax.lax.linalg.eigh's): divide and conquer
 ("qr": Xsyevd per matrix, cusolverDnXsyevBatched for the batched strategy) and Jacobi
 ("jacobi": syevj per matrix; for n <= 32 the batched strategy is this project's Jacobi kernel,
-ffi/eigh_kernels.cu, one launch for the batch). None picks as JAX does on CUDA: Jacobi up to
+ffi/eigh/eigh_kernels.cu, one launch for the batch). None picks as JAX does on CUDA: Jacobi up to
 n = strategy.EIGH_JACOBI_MAX_N, divide and conquer above. The strategy (lanes, XLA's stream, the
 batched path) is chosen independently of the algorithm.
 """

@@ -10,9 +10,9 @@ blocks (Bunch-Kaufman pivoting). See ldl_factor's docstring for the layout of LD
 
 Where it runs:
   CUDA  the FFI targets jcm_sytrf / jcm_sytrs. Strategy "batched": this project's kernels
-        (ffi/ldl_kernels.cu: LAPACK ?sytf2 / ?sytrs step by step, one launch per chunk of the
-        batch; the factor one warp per matrix with its rows in registers up to n = 32 in
-        float32 and 16 in wider dtypes, one thread block per matrix up to 1024; the solve one
+        (ffi/ldl/: LAPACK ?sytf2 / ?sytrs step by step, one launch per chunk of the batch;
+        the factor one warp per matrix with its rows in registers up to n = 16, one thread
+        block per matrix up to 1024, panels and GEMMs above; the solve one
         warp per right-hand side up to n = 128, a block per matrix above), the choice of
         `auto` wherever they apply, single matrices included. Otherwise cusolverDn<t>sytrf and
         cusolverDnXsytrs on lanes (cuSOLVER has no batched LDL^T, and both routines synchronise

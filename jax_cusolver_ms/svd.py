@@ -79,7 +79,7 @@ def _gesvdj(a, full_matrices, compute_uv, choice):
 def _gesvd(a, full_matrices, compute_uv, choice):
     """QR-iteration SVD. cuSOLVER's gesvd needs m >= n: a wide matrix goes in as A^T by layout
     alone (row-major buffers are A^T's column-major ones), and the handler swaps U and V^H (see
-    svd_ops.cc), as JAX's own lowering does. Returns the outputs and cuSOLVER's info."""
+    ffi/svd/svd_handlers.cc), as JAX's own lowering does. Returns the outputs and cuSOLVER's info."""
     *batch, m, n = a.shape
     batch, k = tuple(batch), min(m, n)
     transposed = m < n
@@ -105,7 +105,7 @@ def _svd_cuda(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
     routine = _strategy.svd_routine(algorithm, m, n)
     choice = _strategy.choose(routine, batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
     if choice.runs_small_kernel:
-        # The Jacobi kernel (ffi/svd_kernels.cu) writes NaN itself for a matrix holding NaN /
+        # The Jacobi kernel (ffi/svd/svd_kernels.cu) writes NaN itself for a matrix holding NaN /
         # Inf or not converged, and touches no other: neither guard nor mask, one launch in all.
         return _gesvdj(a, full_matrices, compute_uv, choice)[0]
     return nan_for_nonfinite_input(_svd_guarded)(a, choice, **params)

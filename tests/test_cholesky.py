@@ -632,7 +632,7 @@ def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
 
 
 # ---------------------------------------------------------------------------------------------
-# The small-matrix kernels (n <= 64: ffi/cholesky_kernels.cu potrf_small / potrs_small)
+# The small-matrix kernels (n <= 64: ffi/cholesky/cholesky_kernels.cu potrf_small / potrs_small)
 # ---------------------------------------------------------------------------------------------
 
 def test_auto_takes_the_small_cholesky_kernels_up_to_64():

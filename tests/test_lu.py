@@ -1022,7 +1022,7 @@ def test_auto_defers_to_jax_where_it_calls_the_same_batched_api(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-# The small-matrix kernel (n <= 64: ffi/lu_kernels.cu getrf_small_batched)
+# The small-matrix kernel (n <= 64: ffi/lu/lu_kernels.cu getrf_small_batched)
 # ---------------------------------------------------------------------------------------------
 
 def test_auto_takes_the_small_lu_kernel_up_to_64():

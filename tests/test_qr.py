@@ -97,7 +97,7 @@ def check_abs_diag(r, a, dtype):
 
 
 # ---------------------------------------------------------------------------------------------
-# The batched QR kernels (ffi/qr_kernels.cu) on the GPU
+# The batched QR kernels (ffi/qr/qr_kernels.cu) on the GPU
 # ---------------------------------------------------------------------------------------------
 
 

@@ -56,7 +56,11 @@ inline constexpr int64_t kQrKernelMaxN = 1024;
 // warp-per-matrix and small-block kernels, the widest panel of the blocked factorization and of
 // the blocked solve, and the narrowest shared-memory panel.
 inline constexpr int64_t kLdlKernelMaxN = 1024;
-inline constexpr int64_t kLdlWarpMaxN = 32;
+// The warp-per-matrix factor (sytrf_small_batched, no barrier) up to n = 16: above, a double's
+// shuffles and selects cost two each and the small block kernel wins (float32 256x32 0.062 ms
+// against 0.054); sytrf_small_block_batched up to 64 (two copies of a complex128 matrix: 128 KiB
+// of shared memory).
+inline constexpr int64_t kLdlWarpMaxN = 16;
 inline constexpr int64_t kLdlSmallBlockMaxN = 64;
 inline constexpr int64_t kLdlMaxBlock = 256;
 inline constexpr int64_t kLdlSolveMaxBlock = 64;

@@ -1,6 +1,6 @@
 // LDL^T family: Bunch-Kaufman sytrf (legacy 32-bit API) and sytrs (64-bit Xsytrs) as traits for
 // run_looped, and their FFI handlers. cuSOLVER has no batched LDL^T: the batched strategy runs
-// this project's kernels (ldl_kernels.cu, lower triangle; the factor kernel n <=
+// this project's kernels (ldl_kernels.h, lower triangle; the factor kernel n <=
 // limits::kLdlKernelMaxN), one launch per chunk; the blocked strategy (lower) this project's
 // panels with cuBLAS GEMM trailing updates (sytrf) and its blocked solve, or for a few matrices
 // ?sytrs2's route with cuBLAS TRSMs (sytrs); looped and sequential run cuSOLVER.
@@ -12,14 +12,6 @@
 #include "ldl/ldl_kernels.h"
 
 namespace jcm {
-
-// ldl_kernels.h keeps its own copies of these limits for now: they must be core/limits.h's.
-static_assert(kLdlKernelMaxN == limits::kLdlKernelMaxN && kLdlWarpMaxN == limits::kLdlWarpMaxN &&
-                  kLdlSmallBlockMaxN == limits::kLdlSmallBlockMaxN &&
-                  kLdlMaxBlock == limits::kLdlMaxBlock &&
-                  kLdlSolveMaxBlock == limits::kLdlSolveMaxBlock &&
-                  kLdlMinSharedBlock == limits::kLdlMinSharedBlock,
-              "ldl_kernels.h and core/limits.h disagree");
 
 namespace {
 

@@ -15,38 +15,27 @@
 
 #include <cstdint>
 
+#include "core/limits.h"
+
 namespace jcm {
 
 // ---------------------------------------------------------------------------------------------
 // Limits: what the kernels take
 // ---------------------------------------------------------------------------------------------
 
-// Largest n the factor kernel (?sytf2) takes: its shared-memory scratch is 2 n elements of the
-// dtype. The solve kernel and the blocked factorization take any n.
-inline constexpr int64_t kLdlKernelMaxN = 1024;
-
-// Largest panel width lasyf_lower_batched takes.
-inline constexpr int64_t kLdlMaxBlock = 256;
-
-// Narrowest panel width lasyf_panel_width gives (a power-of-two fraction of the block).
-inline constexpr int64_t kLdlMinSharedBlock = 8;
-
-// Largest block width of the blocked solve (its kernels hold the block's square of L and rows
-// of B in shared memory: 168 KB at 64 for complex128).
-inline constexpr int64_t kLdlSolveMaxBlock = 64;
+// Defined once in core/limits.h (exported to Python): the factor kernel's n (?sytf2, 2 n
+// elements of shared memory), the widest panel of the blocked factorization and of the blocked
+// solve, the narrowest shared-memory panel, and the warp and small-block kernels' n.
+using limits::kLdlKernelMaxN;
+using limits::kLdlMaxBlock;
+using limits::kLdlMinSharedBlock;
+using limits::kLdlSolveMaxBlock;
+using limits::kLdlSmallBlockMaxN;
+using limits::kLdlWarpMaxN;
 
 // ---------------------------------------------------------------------------------------------
 // The measured-best choices (H100 timings of the whole call; the H100 report)
 // ---------------------------------------------------------------------------------------------
-
-// Largest n of the warp-per-matrix factor (sytrf_small_batched: no barrier). Above, a double's
-// shuffles and selects cost two each and the small block kernel wins (float32 256x32 0.062 ms
-// against 0.054); up to 16 the two are within noise.
-inline constexpr int64_t kLdlWarpMaxN = 16;
-
-// Largest n of sytrf_small_block_batched (one barrier a step where the ?sytf2 kernel has three;
-// two copies of a complex128 matrix: 128 KiB of shared memory).
-inline constexpr int64_t kLdlSmallBlockMaxN = 64;
 
 // Warps of sytrf_small_block_batched at its largest n: 8 beat 16 and 32 at every batch (float64
 // 256x32 0.053 / 0.079 / 0.100 ms, 256x64 0.152 / 0.201 / 0.232).
