@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import settings as _settings
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad
 from ._primitive import SolverPrimitive, ffi_solver_call
@@ -143,9 +144,10 @@ def _potrs_cuda(c, b, *, lower, strategy, lanes):
 
 
 def _potrs_batch_rule(args, dims, *, lower, strategy, lanes):
-    """When only b is mapped, the mapped axis becomes more right-hand sides (no copies of c)."""
+    """When only b is mapped, the mapped axis becomes more right-hand sides (no copies of c),
+    unless the strategy in force is the batched one, which takes one right-hand side."""
     (c, b), (c_dim, b_dim) = args, dims
-    if c_dim is not NOT_MAPPED:
+    if c_dim is not NOT_MAPPED or _settings.resolve(strategy, lanes, "cho_solve")[0] == "batched":
         return None
     b = jnp.moveaxis(b, b_dim, -1)
     shape = b.shape

@@ -138,7 +138,8 @@ def _sytrf_jax(a, *, lower, hermitian, strategy, lanes):
 
 def _sytrf_cuda(a, *, lower, hermitian, strategy, lanes):
     n = a.shape[-1]
-    choice = _strategy.choose("sytrf", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
+    choice = _strategy.choose("sytrf", batch_size(a, 2), (n, n), a.dtype, strategy, lanes,
+                              lower=lower)
     if hermitian or not choice.uses_ffi:  # no hetrf in cuSOLVER 12.0
         return _sytrf_jax(a, lower=lower, hermitian=hermitian, strategy=strategy, lanes=lanes)
     ld, pivots, info = ffi_solver_call(
@@ -185,7 +186,7 @@ def _sytrs_jax(ld, pivots, b, *, lower, hermitian, strategy, lanes):
 def _sytrs_cuda(ld, pivots, b, *, lower, hermitian, strategy, lanes):
     n = ld.shape[-1]
     choice = _strategy.choose("sytrs", batch_size(ld, 2), (n, n), ld.dtype, strategy, lanes,
-                              nrhs=b.shape[-1])
+                              nrhs=b.shape[-1], lower=lower)
     if hermitian or not choice.uses_ffi:  # no hetrs in cuSOLVER 12.0
         return _sytrs_jax(ld, pivots, b, lower=lower, hermitian=hermitian, strategy=strategy,
                           lanes=lanes)

@@ -286,9 +286,11 @@ class Choice:
 
 
 def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
-           lanes: int | None = None, nrhs: int = 0, *, left: bool = True) -> Choice:
+           lanes: int | None = None, nrhs: int = 0, *, left: bool = True,
+           lower: bool = True) -> Choice:
     """The strategy and lane count for `op` on `batch` matrices of `shape` (rows, cols);
-    `nrhs` is the number of right-hand sides for the solve ops, `left` ormqr's side. A strategy
+    `nrhs` is the number of right-hand sides for the solve ops, `left` ormqr's side, `lower`
+    the triangle sytrf / sytrs read (their batched and blocked paths read the lower one). A strategy
     asked for that cannot run the call is a ValueError naming the op and why."""
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
@@ -305,14 +307,14 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     dtype = np.dtype(dtype).name
     n = max(rows, cols)
     kernel = small_kernel(op, rows, cols, nrhs)
-    possible = feasible(op, rows, cols, nrhs, left=left)
+    possible = feasible(op, rows, cols, nrhs, lower=lower, left=left)
     cap = max(1, batch)
     make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
                                                     max(1, min(l, cap)), why, src, times, nrhs)
 
     if strategy != "auto":
         if strategy not in possible:
-            why = infeasible(op, strategy, rows, cols, nrhs, left=left)
+            why = infeasible(op, strategy, rows, cols, nrhs, lower=lower, left=left)
             rhs = f" with {nrhs} right-hand side(s)" if nrhs and op in _SOLVES else ""
             raise ValueError(f"{name}: strategy {strategy!r} cannot run a {rows} x {cols} "
                              f"matrix{rhs}: {why}; possible here: {', '.join(possible)} "

@@ -63,8 +63,13 @@ ffi::Error geev_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int3
                         int32_t compute_right_eigenvectors, int32_t strategy, int32_t lanes) {
   JCM_ASSIGN_OR_RETURN(MatrixBatch mb, factor_operands(a, a_out, info, "geev", "a_out", true));
   const bool right = compute_right_eigenvectors != 0;
-  if (vr->element_type() != a.element_type() ||
-      w->element_type() != ffi::ToComplex(a.element_type())) {
+  // ToComplex maps only real types: a complex a's eigenvalues have a's own dtype.
+  const bool complex_a =
+      a.element_type() == ffi::DataType::C64 || a.element_type() == ffi::DataType::C128;
+  const ffi::DataType complex_type = complex_a
+                                         ? a.element_type()
+                                         : ffi::ToComplex(a.element_type());
+  if (vr->element_type() != a.element_type() || w->element_type() != complex_type) {
     return invalid_argument("geev: vr must have the dtype of a, the eigenvalues the complex "
                             "dtype of its precision");
   }
