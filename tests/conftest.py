@@ -72,6 +72,23 @@ def _auto_follows_the_heuristic():
         yield
 
 
+INFEASIBLE = "cannot run a"  # the start of the reason an infeasible strategy is rejected with
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test parametrised over strategies skips the combinations the extension rejects as
+    infeasible for its shape (ffi/core/limits.h decides; test_strategy.py tests the rejection
+    itself): a strategy that cannot run a shape is no case of the op to check."""
+    try:
+        return (yield)
+    except ValueError as exc:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "strategy" in params and INFEASIBLE in str(exc):
+            pytest.skip(f"infeasible here: {str(exc).splitlines()[0]}")
+        raise
+
+
 def pytest_runtest_logreport(report):
     """With JCM_FAILURES_LOG set, each failure's traceback is appended to that file as it
     happens (once, from the xdist controller), so a run cut short by a time limit still says

@@ -54,6 +54,18 @@ def _lax_reference(fn):
     return lambda *args: fn(*_promoted(*args))
 
 
+def _svd_invariants(usv):
+    """What an SVD fixes: singular vectors are unique only up to sign (and within repeated
+    values), so compare the values and U diag(s) V^H, whose dtypes are the vectors'."""
+    u, sv, vh = usv
+    return sv, (u * sv[..., None, :].astype(u.dtype)) @ vh
+
+
+def _eigh_invariants(wv):
+    w, v = wv
+    return w, (v * w[..., None, :].astype(v.dtype)) @ jnp.swapaxes(v, -1, -2).conj()
+
+
 def _assert_same(got, ref, what):
     got_leaves, ref_leaves = jax.tree.leaves(got), jax.tree.leaves(ref)
     assert len(got_leaves) == len(ref_leaves), what
@@ -87,13 +99,17 @@ ONE_OPERAND = {
     "qr_complete": (lambda a: tuple(jcm.qr(a[:, :3], mode="complete")),
                     lambda a: tuple(jnp.linalg.qr(a[:, :3], mode="complete")), "general"),
     "qr_r": (lambda a: jcm.qr(a, mode="r"), lambda a: jnp.linalg.qr(a, mode="r"), "general"),
-    "svd": (lambda a: tuple(jcm.svd(a)), lambda a: tuple(jnp.linalg.svd(a)), "general"),
-    "svd_hermitian": (lambda a: tuple(jcm.svd(a, hermitian=True)),
-                      lambda a: tuple(jnp.linalg.svd(a, hermitian=True)), "symmetric"),
+    "svd": (lambda a: _svd_invariants(jcm.svd(a)), lambda a: _svd_invariants(jnp.linalg.svd(a)),
+            "general"),
+    "svd_hermitian": (lambda a: _svd_invariants(jcm.svd(a, hermitian=True)),
+                      lambda a: _svd_invariants(jnp.linalg.svd(a, hermitian=True)), "symmetric"),
     "svdvals": (jcm.svdvals, jnp.linalg.svdvals, "general"),
-    "eigh": (lambda a: tuple(jcm.eigh(a)), lambda a: tuple(jnp.linalg.eigh(a)), "symmetric"),
+    "eigh": (lambda a: _eigh_invariants(jcm.eigh(a)),
+             lambda a: _eigh_invariants(jnp.linalg.eigh(a)), "symmetric"),
     "eigvalsh": (jcm.eigvalsh, jnp.linalg.eigvalsh, "symmetric"),
-    "lax_eigh": (jcm.lax_eigh, _lax_reference(jax.lax.linalg.eigh), "symmetric"),
+    "lax_eigh": (lambda a: _eigh_invariants(jcm.lax_eigh(a)[::-1]),
+                 lambda a: _eigh_invariants(_lax_reference(jax.lax.linalg.eigh)(a)[::-1]),
+                 "symmetric"),
     "eig": (lambda a: tuple(jcm.eig(a)), lambda a: tuple(jnp.linalg.eig(a)), "general"),
     "eigvals": (jcm.eigvals, jnp.linalg.eigvals, "general"),
     "lax_eig": (lambda a: tuple(jcm.lax_eig(a)),

@@ -339,7 +339,9 @@ OPS = [
     Op("qr_r", lambda a, **kw: jcm.qr(a, "r", **kw), lambda a: jnp.linalg.qr(a, "r"),
        build_rect, ("geqrf",), invariant=lambda args, r: (_abs(r),)),
     Op("qr_raw", lambda a, **kw: jcm.qr(a, "raw", **kw), lambda a: jnp.linalg.qr(a, "raw"),
-       build_rect, ("geqrf",), invariant=qr_raw_invariant),
+       build_rect, ("geqrf",), invariant=qr_raw_invariant,
+       nan_outputs=(0,)),  # cuSOLVER's geqrf may leave a NaN column's tau finite, as JAX's
+
     Op("householder_product", jcm.householder_product, jax.lax.linalg.householder_product,
        build_reflectors, ("orgqr",)),
     Op("ormqr", jcm.ormqr, jax.lax.linalg.ormqr, build_ormqr, ("ormqr",)),

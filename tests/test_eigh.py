@@ -327,8 +327,9 @@ def test_explain_knows_eigh():
     for op in ("eigh", "eigvalsh", "lax_eigh", "syevd", "syevj"):
         plan = jcm.explain(op, (8, 16, 16), np.float32)
         assert plan.strategy in ("looped", "sequential", "batched", "xla") and plan.lanes >= 1
-    # The Jacobi kernel takes n <= 32 only: a larger Jacobi call goes to lanes even when batched.
-    assert jcm.explain("syevj", (8, 64, 64), np.float32, strategy="batched").strategy == "looped"
+    # The Jacobi kernel takes n <= 32 only: a larger batched Jacobi call is refused.
+    with pytest.raises(ValueError, match="larger than the batched kernel takes"):
+        jcm.explain("syevj", (8, 64, 64), np.float32, strategy="batched")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_batched_kernels_match_lapack(rng, dtype, shape):
 
 
 @requires_gpu
-def test_batched_kernels_zero_column_and_large_n_fallback(rng):
+def test_batched_kernels_zero_column_and_large_n_refused(rng):
     # A zero column below the diagonal and on it: tau = 0, H = I, as LAPACK.
     a = random_matrix(rng, (2, 12, 8), np.float64, "general")
     a[1, :, 3] = 0
@@ -144,10 +144,10 @@ def test_batched_kernels_zero_column_and_large_n_fallback(rng):
     assert np.asarray(taus)[1, 3] == 0
     q, r = qr(a, strategy="batched")
     check_qr(a, q, r, "reduced", np.float64)
-    # Beyond the kernels' n the batched request runs cuSOLVER on lanes (C++ falls back).
+    # Beyond the kernels' n a batched request is refused at trace time, naming the op.
     a = random_matrix(rng, (2, 1030, 1030), np.float32, "general")
-    q, r = qr(a, strategy="batched")
-    check_qr(a, q, r, "reduced", np.float32)
+    with pytest.raises(ValueError, match="larger than the batched kernel takes"):
+        qr(a, strategy="batched")
 
 
 # ---------------------------------------------------------------------------------------------
