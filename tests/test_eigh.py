@@ -230,7 +230,7 @@ def test_auto_takes_the_jacobi_kernel_up_to_32():
     assert jcm.explain("eigh", (4, 33, 33), np.float32, gpu="No Such GPU").op == "syevd"
 
 
-def test_the_jacobi_kernel_runs_without_the_guard():
+def test_the_jacobi_kernel_runs_without_the_guard(claim_extension):
     # The kernel writes NaN itself: no is_finite pass and no mask around its call.
     text = lowered_text(lambda a: eigh(a, strategy="batched"), (4, 16, 16), np.float32, "cuda")
     assert "jcm_syevd" in text and "is_finite" not in text
