@@ -413,8 +413,9 @@ def test_bench_tells_the_same_compiled_program_from_another():
     # programs are the same (names and source locations aside): a gap there is timer noise.
     bench = importlib.import_module("benchmarks.bench")
     from jax_cusolver_ms import tables
-    a = jnp.eye(16, dtype=jnp.float32)[None] * 4 + jnp.ones((3, 16, 16), jnp.float32)
-    with tables.using():  # the hand-written rules, not the GPU's table (which takes our kernel)
+    # n = 128: above the small kernel's n, where the hand-written rules run JAX's potrfBatched.
+    a = jnp.eye(128, dtype=jnp.float32)[None] * 4 + jnp.ones((3, 128, 128), jnp.float32)
+    with tables.using():  # the hand-written rules, not the GPU's table
         assert bench.same_program(jnp.linalg.cholesky, jcm.cholesky, [a]) is True
     assert bench.same_program(jnp.linalg.cholesky, lambda x: jnp.linalg.cholesky(x) * 2,
                               [a]) is False
