@@ -129,7 +129,7 @@ INV_XLA_MAX_N = 128
 XLA_MAX_N = {"potrs": 1024}
 # Where `auto` would pick the batched API on one lane and JAX's own lowering already calls that
 # same API, JAX's lowering is used: same kernels, none of our call overhead (lu_factor 64x128:
-# JAX 0.305 ms, our getrfBatched call 0.331 ms, the same cuBLAS routine). eigh (both
+# JAX 0.305 ms, our getrfBatched call: 0.331 ms, the same cuBLAS routine). eigh (both
 # XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65; 16x1024 is bimodal for every caller
 # alike (jnp.linalg.eigh, lax.linalg.eigh and ours each 59-61 or 68-74 ms from round to round on
 # the same inputs).
