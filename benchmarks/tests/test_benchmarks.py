@@ -520,3 +520,12 @@ def test_grids_file_is_consistent():
     known = report.load_grids()
     assert {"full", "quick", "smoke"} <= set(known["grids"])
     assert len([c for c in known["matmul_cells"].values() if not c.smoke]) == 30
+
+
+def test_docs_benchmarks_page_is_generated_from_the_report():
+    # docs/benchmarks.md is the report rendered, never edited by hand: regenerate, compare.
+    report = importlib.import_module("benchmarks.report")
+    render = importlib.import_module("benchmarks.render")
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert render.docs_text(report.load_grids()["headline"]) == page
+    assert "H100" in page and "geomean" in page.lower()
