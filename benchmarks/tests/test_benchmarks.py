@@ -465,6 +465,8 @@ def test_bench_times_jax_once_where_auto_runs_its_very_program():
 
 @pytest.mark.parametrize("with_plots", [True, False])
 def test_report_smoke_grid_writes_json_markdown_and_figures(tmp_path, with_plots):
+    if with_plots:
+        pytest.importorskip("matplotlib")  # the [bench] extra; without it the report says so
     out = tmp_path / "out"
     args = [sys.executable, "-m", "benchmarks.report", "--grid", "smoke", "--only", "square",
             "--ops", "lu_factor", "--sizes", "8", "--batches", "1,2", "--out", str(out)]
