@@ -6,7 +6,9 @@
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 
+#include <atomic>
 #include <string>
+#include <string_view>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -36,25 +38,63 @@ inline std::string where(const char* file, int line) {
   return std::string(" (") + file + ":" + std::to_string(line) + ")";
 }
 
-inline ffi::Error check_cuda(cudaError_t status, const std::string& what, const char* file,
+// Failure injection for tests (inject_failure in module.cc): while armed, the next checks whose
+// routine name contains the armed substring report a failure of their library. Unarmed, a check
+// costs one relaxed atomic load more.
+extern std::atomic<bool> g_failure_injection_armed;
+// Arms `count` injected failures for routine names containing `name` (count 0 disarms).
+void inject_failure(std::string name, int count);
+// True (and one armed failure used up) if the check of `what` is to fail.
+bool take_injected_failure(std::string_view what);
+
+inline bool injected_failure(std::string_view what) {
+  return g_failure_injection_armed.load(std::memory_order_relaxed) && take_injected_failure(what);
+}
+
+// The error of a failed check: "<what> failed: <status>[ (injected)] (file:line)". Out of line:
+// only failures build strings.
+ffi::Error check_failure(std::string_view what, std::string_view status, bool injected,
+                         const char* file, int line);
+
+inline ffi::Error check_cuda(cudaError_t status, std::string_view what, const char* file,
                              int line) {
+  const bool injected = injected_failure(what);
+  if (injected) status = cudaErrorUnknown;
   if (status == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(what + " failed: " + cudaGetErrorName(status) + ": " +
-                              cudaGetErrorString(status) + where(file, line));
+  return check_failure(what,
+                       std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status),
+                       injected, file, line);
 }
 
-inline ffi::Error check_cusolver(cusolverStatus_t status, const std::string& what,
+inline ffi::Error check_cusolver(cusolverStatus_t status, std::string_view what,
                                  const char* file, int line) {
+  const bool injected = injected_failure(what);
+  if (injected) status = CUSOLVER_STATUS_INTERNAL_ERROR;
   if (status == CUSOLVER_STATUS_SUCCESS) return ffi::Error::Success();
-  return ffi::Error::Internal(what + " failed: " + cusolver_status_name(status) +
-                              where(file, line));
+  return check_failure(what, cusolver_status_name(status), injected, file, line);
 }
 
-inline ffi::Error check_cublas(cublasStatus_t status, const std::string& what, const char* file,
+inline ffi::Error check_cublas(cublasStatus_t status, std::string_view what, const char* file,
                                int line) {
+  const bool injected = injected_failure(what);
+  if (injected) status = CUBLAS_STATUS_INTERNAL_ERROR;
   if (status == CUBLAS_STATUS_SUCCESS) return ffi::Error::Success();
-  return ffi::Error::Internal(what + " failed: " + cublas_status_name(status) +
-                              where(file, line));
+  return check_failure(what, cublas_status_name(status), injected, file, line);
+}
+
+// The error for an exception that reached a boundary it must not cross (an FFI handler into XLA,
+// a lane task into its worker thread); call only inside a catch block. kResourceExhausted for
+// std::bad_alloc, kInternal otherwise; the message names `op`.
+ffi::Error current_exception_error(const char* op) noexcept;
+
+// body(), with any exception it throws returned as current_exception_error(op).
+template <typename Body>
+ffi::Error catch_exceptions(const char* op, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return current_exception_error(op);
+  }
 }
 
 }  // namespace jcm
