@@ -29,7 +29,8 @@ except ImportError as exc:  # no extension build, or its CUDA libraries are miss
 if _ext is not None:
     for _name, _capsule in _ext.registrations().items():
         jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
-    # Join the lane workers while the CUDA runtime is still alive.
+    # Join the lane workers while the CUDA runtime is still alive. Safe with calls in flight on
+    # other threads: it waits a bounded time for them, and frees nothing they still use.
     atexit.register(_ext.shutdown)
 
 
@@ -50,3 +51,14 @@ def library_versions() -> dict:
 def lane_count(device: int = 0) -> int:
     """Lanes created so far in the pool of `device` (0 before its first call)."""
     return _ext.lane_count(device) if _ext is not None else 0
+
+
+def shutdown() -> None:
+    """Closes the lane pools: later calls fail with "lanes are shut down (interpreter exit)".
+
+    Waits a few seconds at most for calls in flight to return their lanes, then destroys the
+    idle lanes' worker threads, streams and handles; lanes still in use are left alone. Runs at
+    interpreter exit; calling it again is harmless. A no-op without the extension.
+    """
+    if _ext is not None:
+        _ext.shutdown()

@@ -48,12 +48,14 @@ NB_MODULE(_jcm_ffi, m) {
 #undef JCM_REGISTER
     return targets;
   });
-  m.def("shutdown", &jcm::LanePool::ShutdownAll,
-        "Joins the lane workers and destroys their streams and handles.");
-  m.def("lane_count", [](int device) -> int {
-    auto pool = jcm::LanePool::ForDevice(device);
-    return pool.has_value() ? pool.value()->size() : 0;
-  });
+  // Without the GIL: calls still in flight on other threads may need it to finish and return
+  // their lanes, which shutdown waits for.
+  m.def(
+      "shutdown", [] { jcm::LanePool::ShutdownAll(); }, nb::call_guard<nb::gil_scoped_release>(),
+      "Closes the lane pools, waits a bounded time for calls in flight, and destroys the idle "
+      "lanes' workers, streams and handles.");
+  m.def("lane_count",
+        [](int device) -> int { return jcm::LanePool::CountsFor(device).lanes; });
   m.def("timer_elapsed_ms", &jcm::timer_elapsed_ms);
   m.def("library_versions", &library_versions);
   m.attr("max_lanes") = jcm::kMaxLanesPerDevice;
