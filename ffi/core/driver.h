@@ -32,6 +32,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@
 #include "core/batch_kernels.h"
 #include "core/lane_pool.h"
 #include "core/limits.h"
+#include "core/per_process.h"
 #include "core/solver_api.h"
 #include "core/status.h"
 
@@ -74,29 +76,55 @@ inline size_t align_up(size_t bytes) {
   return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
 }
 
-// Workspace queries are cached per op and call shape: a query can cost as much as a small solve.
+// Workspace queries are cached per device, op and call shape: a query can cost as much as a small
+// solve. Least recently used entries are evicted past kCapacity (call shapes are unbounded).
 class WorkspaceCache {
  public:
+  static constexpr size_t kCapacity = 4096;
+
   static std::optional<Workspace> lookup(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu());
-    auto it = map().find(key);
-    if (it == map().end()) return std::nullopt;
-    return it->second;
+    State& s = per_process<State>();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    if (it == s.map.end()) return std::nullopt;
+    s.order.splice(s.order.begin(), s.order, it->second.age);
+    return it->second.ws;
   }
-  static void store(const std::string& key, Workspace ws) {
-    std::lock_guard<std::mutex> lock(mu());
-    map()[key] = ws;
+  static void store(int device, const std::string& key, Workspace ws) {
+    State& s = per_process<State>();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    if (it != s.map.end()) {
+      it->second.ws = ws;
+      return;
+    }
+    if (s.map.size() >= kCapacity) {
+      s.map.erase(s.order.back());
+      s.order.pop_back();
+    }
+    s.order.push_front(key);
+    s.map.emplace(key, Entry{device, ws, s.order.begin()});
+  }
+  // Entries of `device` (resource counts).
+  static size_t entries(int device) {
+    State& s = per_process<State>();
+    std::lock_guard<std::mutex> lock(s.mu);
+    size_t n = 0;
+    for (const auto& entry : s.map) n += entry.second.device == device;
+    return n;
   }
 
  private:
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::unordered_map<std::string, Workspace>& map() {
-    static auto* m = new std::unordered_map<std::string, Workspace>();
-    return *m;
-  }
+  struct Entry {
+    int device;
+    Workspace ws;
+    std::list<std::string>::iterator age;  // its place in `order`
+  };
+  struct State {
+    std::mutex mu;
+    std::list<std::string> order;  // keys, most recently used first
+    std::unordered_map<std::string, Entry> map;
+  };
 };
 
 // One device allocation from XLA's scratch allocator, carved into 256-byte aligned slots.
@@ -200,26 +228,58 @@ class Latch {
 
 template <typename Op>
 ffi::ErrorOr<Workspace> cached_workspace(const Op& op, const LaneContext& ctx) {
-  std::string key = std::string(Op::kName) + ":" + op.workspace_key();
+  const int device = ctx.lane->device();
+  std::string key = std::to_string(device);
+  key += ':';
+  key += Op::kName;
+  key += ':';
+  key += op.workspace_key();
   if (auto hit = WorkspaceCache::lookup(key)) return *hit;
   JCM_ASSIGN_OR_RETURN(Workspace ws, op.query_workspace(ctx));
-  WorkspaceCache::store(key, ws);
+  WorkspaceCache::store(device, key, ws);
   return ws;
 }
+
+// Records `lane`'s join event on its stream when it goes out of scope, whatever ran before it (a
+// failed wait on the fork, a failed item, an exception): XLA's stream waits on that event. Sets
+// `joined` if the record succeeded, else reports the failure in `error` unless it already holds
+// one.
+class JoinOnExit {
+ public:
+  JoinOnExit(Lane& lane, bool& joined, ffi::Error& error)
+      : lane_(lane), joined_(joined), error_(error) {}
+  JoinOnExit(const JoinOnExit&) = delete;
+  ~JoinOnExit() {
+    ffi::Error err = catch_exceptions("cudaEventRecord (join)", [&] {
+      return check_cuda(cudaEventRecord(lane_.join_event(), lane_.stream()),
+                        "cudaEventRecord (join)", __FILE__, __LINE__);
+    });
+    joined_ = err.success();
+    if (err.failure() && error_.success()) error_ = std::move(err);
+  }
+
+ private:
+  Lane& lane_;
+  bool& joined_;
+  ffi::Error& error_;
+};
 
 }  // namespace detail
 
 namespace detail {
 
 // Runs `body(ctx)` on the calling thread with `lane`'s handles bound to XLA's stream, then binds
-// them back to the lane's own stream (also after an error).
+// them back to the lane's own stream, also after an error or a partial bind. Should that rebind
+// fail, the lane is rebound again when returned to its pool (and dropped from it if that fails
+// too), so its handles never stay on XLA's stream into another call.
 template <typename Body>
 ffi::Error on_xla_stream(Lane& lane, cudaStream_t xla_stream, Body&& body) {
-  JCM_RETURN_IF_ERROR(lane.bind(xla_stream));
-  ffi::Error err = body(LaneContext{xla_stream, lane.solver(), lane.params(), lane.blas(), &lane});
+  ffi::Error err = lane.bind(xla_stream);
+  if (err.success()) {
+    err = body(LaneContext{xla_stream, lane.solver(), lane.params(), lane.blas(), &lane});
+  }
   ffi::Error rebind = lane.bind(lane.stream());
-  JCM_RETURN_IF_ERROR(err);
-  return rebind;
+  return err.failure() ? std::move(err) : std::move(rebind);
 }
 
 }  // namespace detail
@@ -331,30 +391,54 @@ ffi::Error run_looped(const CallConfig& call, ffi::ScratchAllocator& scratch, co
   // Fork: every lane waits for what XLA enqueued before this call (the inputs).
   cudaEvent_t fork = lease[0].fork_event();
   JCM_CUDA(cudaEventRecord(fork, call.xla_stream));
-  std::vector<ffi::Error> errors(nlanes);
+  struct LaneOutcome {
+    ffi::Error error;
+    bool joined = false;  // its join event was recorded after all its work
+  };
+  std::vector<LaneOutcome> outcomes(nlanes);
   detail::Latch latch(nlanes);
-  for (int i = 0; i < nlanes; ++i) {
+  // On lane i's worker thread. Nothing escapes it: an exception would skip the latch and leave
+  // this call waiting forever (and the stack it points into in use after return).
+  auto lane_task = [&](int i) {
     Lane& lane = lease[i];
-    lane.post([&, i] {
-      auto body = [&]() -> ffi::Error {
+    LaneOutcome& out = outcomes[i];
+    {
+      detail::JoinOnExit join(lane, out.joined, out.error);
+      out.error = catch_exceptions(Op::kName, [&]() -> ffi::Error {
+        JCM_RETURN_IF_ERROR(lane.worker_status());
         JCM_CUDA(cudaStreamWaitEvent(lane.stream(), fork, 0));
-        ffi::Error unit_err = run_unit(context_for(i), i, next);
-        // Always record the join, so XLA never waits on a stale event, even after an error.
-        JCM_CUDA(cudaEventRecord(lane.join_event(), lane.stream()));
-        return unit_err;
-      };
-      errors[i] = body();
-      latch.count_down();
-    });
+        return run_unit(context_for(i), i, next);
+      });
+    }
+    latch.count_down();
+  };
+  for (int i = 0; i < nlanes; ++i) {
+    // A pointer and an int: std::function stores it inline, so posting neither allocates nor
+    // throws once some lanes already run.
+    lease[i].post([task = &lane_task, i] { (*task)(i); });
   }
   latch.wait();
 
-  // Join: XLA's stream (and so the scratch allocation's reuse) waits for every lane.
+  // Join: XLA's stream (and so the scratch allocation's reuse) waits for every lane. Every wait
+  // is issued whatever failed; a lane whose join cannot be made on the stream is waited for on
+  // the host instead, so no lane still writes scratch that XLA hands out again.
+  ffi::Error join_error;
   for (int i = 0; i < nlanes; ++i) {
-    JCM_CUDA(cudaStreamWaitEvent(call.xla_stream, lease[i].join_event(), 0));
+    Lane& lane = lease[i];
+    ffi::Error err;
+    if (outcomes[i].joined) {
+      err = check_cuda(cudaStreamWaitEvent(call.xla_stream, lane.join_event(), 0),
+                       "cudaStreamWaitEvent (join)", __FILE__, __LINE__);
+    }
+    if (!outcomes[i].joined || err.failure()) {
+      ffi::Error sync = check_cuda(cudaStreamSynchronize(lane.stream()),
+                                   "cudaStreamSynchronize (join on the host)", __FILE__, __LINE__);
+      if (err.success()) err = std::move(sync);
+    }
+    if (err.failure() && join_error.success()) join_error = std::move(err);
   }
-  for (auto& err : errors) JCM_RETURN_IF_ERROR(err);
-  return ffi::Error::Success();
+  for (auto& out : outcomes) JCM_RETURN_IF_ERROR(std::move(out.error));
+  return join_error;
 }
 
 // A blocked algorithm over the whole batch on XLA's stream: after the prologue, `bytes(batch)` of
