@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -18,14 +19,39 @@
 #include "core/solver_api.h"
 #include "core/status.h"
 
-// Bindings: XLA_FFI_DEFINE_HANDLER_SYMBOL with what every handler of a kind shares. A solver
-// handler (`fn` in namespace jcm) binds XLA's stream, the scratch allocator and the device
-// ordinal first, then its own arguments, results and attributes (`bindings`: one .Arg/.Ret/.Attr
-// per line, attribute names equal to the Python keyword names), and last the strategy
-// attributes (call_config).
+namespace jcm {
+
+// A handler `Fn` made noexcept: an exception it throws (std::bad_alloc from a container, a
+// std::system_error from a thread) becomes an ffi::Error naming the handler `Name` instead of
+// crossing into XLA. The signature is Fn's, so the FFI binding decodes the same arguments.
+template <const char* Name, auto Fn>
+struct Guarded;
+
+template <const char* Name, typename... Args, ffi::Error (*Fn)(Args...)>
+struct Guarded<Name, Fn> {
+  static ffi::Error Call(Args... args) noexcept {
+    return catch_exceptions(Name, [&]() -> ffi::Error { return Fn(std::forward<Args>(args)...); });
+  }
+};
+
+}  // namespace jcm
+
+// Defines the FFI handler symbol `name` (at global scope) for jcm::fn, guarded: every handler of
+// the module is bound through here. `...` is its binding (xla::ffi::Ffi::Bind()...).
+#define JCM_HANDLER(name, fn, ...)                                                 \
+  namespace jcm::handler_names {                                                  \
+  inline constexpr char name[] = #name;                                           \
+  }                                                                               \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(                                                  \
+      name, (jcm::Guarded<jcm::handler_names::name, &jcm::fn>::Call), __VA_ARGS__)
+
+// Bindings: what every handler of a kind shares. A solver handler (`fn` in namespace jcm) binds
+// XLA's stream, the scratch allocator and the device ordinal first, then its own arguments,
+// results and attributes (`bindings`: one .Arg/.Ret/.Attr per line, attribute names equal to the
+// Python keyword names), and last the strategy attributes (call_config).
 #define JCM_SOLVER_HANDLER(name, fn, ...)                   \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(                            \
-      name, jcm::fn,                                        \
+  JCM_HANDLER(                                              \
+      name, fn,                                             \
       xla::ffi::Ffi::Bind()                                 \
           .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()    \
           .Ctx<xla::ffi::ScratchAllocator>()                \
@@ -35,8 +61,8 @@
 
 // A one-launch kernel's handler binds XLA's stream only.
 #define JCM_KERNEL_HANDLER(name, fn, ...)                   \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(                            \
-      name, jcm::fn,                                        \
+  JCM_HANDLER(                                              \
+      name, fn,                                             \
       xla::ffi::Ffi::Bind()                                 \
           .Ctx<xla::ffi::PlatformStream<cudaStream_t>>() __VA_ARGS__)
 
