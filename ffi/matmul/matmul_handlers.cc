@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "core/handler_util.h"
+#include "core/per_process.h"
 #include "matmul/matmul_kernels.h"
 
 namespace jcm {
@@ -219,36 +221,52 @@ uint32_t alignment(const void* ptr, int64_t stride_bytes) {
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-// --- Handles: one per device, created lazily ----------------------------------------------------
+// --- Handles: per device, created lazily ---------------------------------------------------------
+
+// A handle belongs to the device current when it is created, so creation selects the call's
+// device (XLA's thread normally has it current already; this does not rely on it).
 
 // cublasLtHandle_t is safe to share between threads; one per device, never destroyed (it would
 // outlive the CUDA runtime at exit otherwise).
+struct LtHandles {
+  std::mutex mu;
+  std::unordered_map<int, cublasLtHandle_t> handles;
+};
+
 ffi::ErrorOr<cublasLtHandle_t> lt_handle(int device) {
-  static std::mutex mu;
-  static auto* handles = new std::unordered_map<int, cublasLtHandle_t>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles->find(device);
-  if (it != handles->end()) return it->second;
+  LtHandles& h = per_process<LtHandles>();
+  std::lock_guard<std::mutex> lock(h.mu);
+  auto it = h.handles.find(device);
+  if (it != h.handles.end()) return it->second;
+  ScopedDevice scoped(device);
+  JCM_RETURN_IF_ERROR(scoped.status());
   cublasLtHandle_t handle = nullptr;
   JCM_CUBLAS("cublasLtCreate", cublasLtCreate(&handle));
-  (*handles)[device] = handle;
+  h.handles[device] = handle;
   return handle;
 }
 
 // cuBLAS handles for the fallback: a handle is bound to one stream at a time, so each call
-// borrows one from its device's pool for its duration (created on demand, then reused).
+// borrows one from its device's pool for its duration (created on demand, then reused; a
+// device's pool holds at most as many as calls ran on it at once).
 class BorrowedBlas {
  public:
   static ffi::ErrorOr<BorrowedBlas> Borrow(int device) {
-    std::lock_guard<std::mutex> lock(mu());
-    std::vector<cublasHandle_t>& idle = pool()[device];
-    if (!idle.empty()) {
-      cublasHandle_t handle = idle.back();
-      idle.pop_back();
+    Pools& p = per_process<Pools>();
+    std::lock_guard<std::mutex> lock(p.mu);
+    DevicePool& pool = p.devices[device];
+    if (!pool.idle.empty()) {
+      cublasHandle_t handle = pool.idle.back();
+      pool.idle.pop_back();
       return BorrowedBlas(device, handle);
     }
+    // Room for its return first, so returning never allocates.
+    pool.idle.reserve(pool.created + 1);
+    ScopedDevice scoped(device);
+    JCM_RETURN_IF_ERROR(scoped.status());
     cublasHandle_t handle = nullptr;
     JCM_CUBLAS("cublasCreate", cublasCreate(&handle));
+    ++pool.created;
     return BorrowedBlas(device, handle);
   }
   BorrowedBlas(BorrowedBlas&& other) noexcept : device_(other.device_), handle_(other.handle_) {
@@ -257,21 +275,30 @@ class BorrowedBlas {
   BorrowedBlas(const BorrowedBlas&) = delete;
   ~BorrowedBlas() {
     if (handle_ == nullptr) return;
-    std::lock_guard<std::mutex> lock(mu());
-    pool()[device_].push_back(handle_);
+    Pools& p = per_process<Pools>();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.devices[device_].idle.push_back(handle_);  // within the capacity reserved by Borrow
   }
   cublasHandle_t get() const { return handle_; }
 
+  // Handles created for `device` (resource counts).
+  static size_t created(int device) {
+    Pools& p = per_process<Pools>();
+    std::lock_guard<std::mutex> lock(p.mu);
+    auto it = p.devices.find(device);
+    return it == p.devices.end() ? 0 : it->second.created;
+  }
+
  private:
+  struct DevicePool {
+    std::vector<cublasHandle_t> idle;
+    size_t created = 0;
+  };
+  struct Pools {
+    std::mutex mu;
+    std::unordered_map<int, DevicePool> devices;
+  };
   BorrowedBlas(int device, cublasHandle_t handle) : device_(device), handle_(handle) {}
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::unordered_map<int, std::vector<cublasHandle_t>>& pool() {
-    static auto* p = new std::unordered_map<int, std::vector<cublasHandle_t>>();
-    return *p;
-  }
   int device_;
   cublasHandle_t handle_;
 };
@@ -571,22 +598,54 @@ PlanKey plan_key(const MatmulCall& call) {
                   call.bias == nullptr ? 0 : alignment(call.bias, 0)}};
 }
 
+// Plans, least recently used evicted past kMaxPlans (call shapes are unbounded). A call holds a
+// shared_ptr to its plan, so eviction never frees a plan a running call uses.
+constexpr size_t kMaxPlans = 1024;
+
+struct PlanCache {
+  struct Entry {
+    std::shared_ptr<LtPlan> plan;
+    std::list<PlanKey>::iterator age;  // its place in `order`
+  };
+  std::mutex mu;
+  std::list<PlanKey> order;  // most recently used first
+  std::unordered_map<PlanKey, Entry, PlanKeyHash> plans;
+};
+
 // The plan of a call shape, built on first use. Two threads meeting a new shape at once may both
-// build it; the first stored wins. Plans live for the process (one per distinct call shape).
-ffi::ErrorOr<LtPlan*> find_plan(cublasLtHandle_t handle, const MatmulCall& call,
-                                ffi::ScratchAllocator& scratch) {
-  static std::mutex mu;
-  static auto* plans = new std::unordered_map<PlanKey, std::unique_ptr<LtPlan>, PlanKeyHash>();
+// build it; the first stored wins.
+ffi::ErrorOr<std::shared_ptr<LtPlan>> find_plan(cublasLtHandle_t handle, const MatmulCall& call,
+                                                ffi::ScratchAllocator& scratch) {
+  PlanCache& cache = per_process<PlanCache>();
   const PlanKey key = plan_key(call);
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = plans->find(key);
-    if (it != plans->end()) return it->second.get();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.plans.find(key);
+    if (it != cache.plans.end()) {
+      cache.order.splice(cache.order.begin(), cache.order, it->second.age);
+      return it->second.plan;
+    }
   }
-  JCM_ASSIGN_OR_RETURN(std::unique_ptr<LtPlan> plan, build_plan(handle, call, scratch));
-  std::lock_guard<std::mutex> lock(mu);
-  auto inserted = plans->emplace(key, std::move(plan));
-  return inserted.first->second.get();
+  JCM_ASSIGN_OR_RETURN(std::unique_ptr<LtPlan> built, build_plan(handle, call, scratch));
+  std::shared_ptr<LtPlan> plan(std::move(built));
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.plans.find(key);
+  if (it != cache.plans.end()) return it->second.plan;
+  if (cache.plans.size() >= kMaxPlans) {
+    cache.plans.erase(cache.order.back());
+    cache.order.pop_back();
+  }
+  cache.order.push_front(key);
+  cache.plans.emplace(key, PlanCache::Entry{plan, cache.order.begin()});
+  return plan;
+}
+
+size_t plan_count(int device) {
+  PlanCache& cache = per_process<PlanCache>();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  size_t n = 0;
+  for (const auto& entry : cache.plans) n += entry.first.parts[0] == device;
+  return n;
 }
 
 ffi::ErrorOr<cublasOperation_t> parse_op(int32_t code, const char* name) {
@@ -664,27 +723,39 @@ ffi::Error matmul_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, in
   }
   if (algorithm == kCublasGemm) return run_fallback(call, scratch);
   JCM_ASSIGN_OR_RETURN(cublasLtHandle_t handle, lt_handle(device));
-  JCM_ASSIGN_OR_RETURN(LtPlan * plan, find_plan(handle, call, scratch));
+  JCM_ASSIGN_OR_RETURN(std::shared_ptr<LtPlan> plan, find_plan(handle, call, scratch));
   if (!plan->has_algo) return run_fallback(call, scratch);
   JCM_ASSIGN_OR_RETURN(std::byte * workspace,
                        allocate_scratch(scratch, plan->workspace, "matmul"));
   return run_lt(handle, *plan, call, workspace, plan->algo, plan->workspace);
 }
 
+size_t matmul_plan_count(int device) { return plan_count(device); }
+
+size_t matmul_handle_count(int device) {
+  size_t lt = 0;
+  {
+    LtHandles& h = per_process<LtHandles>();
+    std::lock_guard<std::mutex> lock(h.mu);
+    lt = h.handles.count(device);
+  }
+  return lt + BorrowedBlas::created(device);
+}
+
 }  // namespace jcm
 
 // Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(jcm_matmul, jcm::matmul_handler,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<xla::ffi::ScratchAllocator>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
-                                  .Arg<xla::ffi::AnyBuffer>()          // a
-                                  .Arg<xla::ffi::AnyBuffer>()          // b
-                                  .OptionalArg<xla::ffi::AnyBuffer>()  // bias
-                                  .Ret<xla::ffi::AnyBuffer>()          // out
-                                  .Attr<int32_t>("transpose_a")
-                                  .Attr<int32_t>("transpose_b")
-                                  .Attr<int32_t>("activation")
-                                  .Attr<int32_t>("allow_tf32")
-                                  .Attr<int32_t>("algorithm"));
+JCM_HANDLER(jcm_matmul, matmul_handler,
+            xla::ffi::Ffi::Bind()
+                .Ctx<xla::ffi::PlatformStream<cudaStream_t>>()
+                .Ctx<xla::ffi::ScratchAllocator>()
+                .Ctx<xla::ffi::DeviceOrdinal>()
+                .Arg<xla::ffi::AnyBuffer>()          // a
+                .Arg<xla::ffi::AnyBuffer>()          // b
+                .OptionalArg<xla::ffi::AnyBuffer>()  // bias
+                .Ret<xla::ffi::AnyBuffer>()          // out
+                .Attr<int32_t>("transpose_a")
+                .Attr<int32_t>("transpose_b")
+                .Attr<int32_t>("activation")
+                .Attr<int32_t>("allow_tf32")
+                .Attr<int32_t>("algorithm"));
