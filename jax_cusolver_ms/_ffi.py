@@ -62,3 +62,37 @@ def shutdown() -> None:
     """
     if _ext is not None:
         _ext.shutdown()
+
+
+_RESOURCE_KEYS = ("lanes", "leased_lanes", "workspace_cache_entries", "host_workspace_bytes",
+                  "matmul_plans", "matmul_handles", "timer_events")
+
+
+def resource_counts(device: int = 0) -> dict:
+    """What the extension holds for `device`, for leak tests (counts must stay flat over calls).
+
+    Keys: lanes (in the pool), leased_lanes (in use by calls now), workspace_cache_entries
+    (cached workspace queries), host_workspace_bytes (summed over the lanes), matmul_plans,
+    matmul_handles (cuBLASLt and cuBLAS), timer_events (timing.py's stamps), shut_down (bool:
+    shutdown() has run). All zero, and shut_down False, without the extension.
+    """
+    if _ext is None:
+        return {**{key: 0 for key in _RESOURCE_KEYS}, "shut_down": False}
+    return dict(_ext.resource_counts(device))
+
+
+def inject_failure(name: str, count: int = 1) -> None:
+    """Test hook: the next `count` library status checks whose routine name contains `name` fail.
+
+    `name` is matched as a substring of the checked routine, e.g. "getrf", "cusolverDnXgesvd",
+    "cublas", "cudaMemcpyAsync". A matching cuSOLVER check reports CUSOLVER_STATUS_INTERNAL_ERROR,
+    a cuBLAS one CUBLAS_STATUS_INTERNAL_ERROR, a CUDA one cudaErrorUnknown; the error raised in
+    Python names the routine and says "(injected)". The call really ran; only its status is
+    replaced. count=0 disarms. Process-wide (every thread and device). Raises RuntimeError
+    without the extension.
+    """
+    if _ext is None:
+        raise RuntimeError("jax_cusolver_ms: the CUDA extension is not loaded") from import_error
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    _ext.inject_failure(name, int(count))

@@ -1,6 +1,8 @@
 // Every FFI handler symbol the module registers (defined next to its op's traits).
 #pragma once
 
+#include <cstddef>
+
 #include "xla/ffi/api/c_api.h"
 
 #define JCM_HANDLERS(X) \
@@ -27,3 +29,11 @@
 #define JCM_DECLARE_HANDLER(name) extern "C" XLA_FFI_Error* name(XLA_FFI_CallFrame* call_frame);
 JCM_HANDLERS(JCM_DECLARE_HANDLER)
 #undef JCM_DECLARE_HANDLER
+
+namespace jcm {
+
+// What the matmul holds for `device` (the module's resource counts).
+size_t matmul_plan_count(int device);
+size_t matmul_handle_count(int device);
+
+}  // namespace jcm

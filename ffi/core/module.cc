@@ -8,9 +8,12 @@
 #include <nanobind/stl/string.h>
 
 #include <string>
+#include <utility>
 
+#include "core/driver.h"
 #include "core/handlers.h"
 #include "core/lane_pool.h"
+#include "core/status.h"
 #include "core/timer.h"
 
 namespace nb = nanobind;
@@ -38,6 +41,20 @@ nb::dict library_versions() {
   return out;
 }
 
+nb::dict resource_counts(int device) {
+  const jcm::LanePool::Counts lanes = jcm::LanePool::CountsFor(device);
+  nb::dict out;
+  out["lanes"] = lanes.lanes;
+  out["leased_lanes"] = lanes.leased;
+  out["workspace_cache_entries"] = jcm::WorkspaceCache::entries(device);
+  out["host_workspace_bytes"] = lanes.host_workspace_bytes;
+  out["matmul_plans"] = jcm::matmul_plan_count(device);
+  out["matmul_handles"] = jcm::matmul_handle_count(device);
+  out["timer_events"] = jcm::timer_event_count(device);
+  out["shut_down"] = lanes.shut_down;
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_jcm_ffi, m) {
@@ -52,10 +69,15 @@ NB_MODULE(_jcm_ffi, m) {
   // their lanes, which shutdown waits for.
   m.def(
       "shutdown", [] { jcm::LanePool::ShutdownAll(); }, nb::call_guard<nb::gil_scoped_release>(),
-      "Closes the lane pools, waits a bounded time for calls in flight, and destroys the idle "
-      "lanes' workers, streams and handles.");
+        "Closes the lane pools, waits a bounded time for calls in flight, and destroys the idle "
+        "lanes' workers, streams and handles.");
   m.def("lane_count",
         [](int device) -> int { return jcm::LanePool::CountsFor(device).lanes; });
+  m.def("resource_counts", &resource_counts, nb::arg("device"));
+  m.def(
+      "inject_failure",
+      [](std::string name, int count) { jcm::inject_failure(std::move(name), count); },
+      nb::arg("name"), nb::arg("count"));
   m.def("timer_elapsed_ms", &jcm::timer_elapsed_ms);
   m.def("library_versions", &library_versions);
   m.attr("max_lanes") = jcm::kMaxLanesPerDevice;
