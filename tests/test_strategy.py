@@ -4,6 +4,7 @@ an error naming the op, `auto` never picking one, and explain() on any machine.
 
 Everything here runs on a CPU: the CUDA lowering needs the extension's presence only.
 """
+import threading
 import warnings
 
 import jax
@@ -177,6 +178,38 @@ def test_auto_never_picks_an_infeasible_strategy(routine, rng):
                         if choice.strategy != "xla":
                             assert strategy.infeasible(routine, choice.strategy, *shape,
                                                        nrhs) is None, (choice, shape, nrhs)
+
+
+def test_table_overrides_are_per_thread():
+    # One thread inside `using` (explain(gpu=...) is one) leaves another thread's `auto` alone.
+    points = [Point(b, n, {"xla": 9.0, "sequential": 1.0, "looped:8": 9.0, "batched:1": 9.0})
+              for b in (4, 64) for n in (64, 512)]
+    table = Table("Fake GPU", "shipped table Fake GPU", {("getrf", "float32"): points})
+    inside, seen = threading.Event(), threading.Event()
+    other = {}
+
+    def overriding():
+        with tables.using(table):
+            other["inside"] = strategy.choose("getrf", 16, (128, 128), "float32").source
+            inside.set()
+            seen.wait(timeout=60)
+
+    def reading():
+        inside.wait(timeout=60)
+        other["active"] = tables.active()
+        other["source"] = strategy.choose("getrf", 16, (128, 128), "float32").source
+        seen.set()
+
+    threads = [threading.Thread(target=overriding), threading.Thread(target=reading)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert other["inside"] == table.source
+    assert table not in other["active"] and other["source"] != table.source
+    # This thread's own override (conftest's `using()`: the heuristic) is untouched too.
+    assert tables.active() == () and strategy.choose("getrf", 16, (128, 128), "float32").source \
+        == "heuristic"
 
 
 # --- explain() ------------------------------------------------------------------------------------
