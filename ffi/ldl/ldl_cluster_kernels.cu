@@ -481,14 +481,28 @@ cudaLaunchConfig_t cluster_config(const ClusterPanel& shape, int64_t count, cuda
   return config;
 }
 
-// Whether the device runs a cluster of this shape at all (shared memory per SM, cluster size),
-// asked once per shape.
-template <typename D, int M>
-bool cluster_fits(const ClusterPanel& shape) {
+// Whether `device` runs thread block clusters (sm_90 and later), asked once per device: a
+// process may drive GPUs of several generations.
+bool device_has_clusters(int device) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, size_t>, bool> known;
+  static std::map<int, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(shape.ranks, shape.threads, shape.smem);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0;
+  const bool ok =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess;
+  cudaGetLastError();
+  return known[device] = ok && major >= 9;
+}
+
+// Whether `device` runs a cluster of this shape at all (shared memory per SM, cluster size),
+// asked once per device and shape.
+template <typename D, int M>
+bool cluster_fits(int device, const ClusterPanel& shape) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int, size_t>, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, shape.ranks, shape.threads, shape.smem);
   if (auto it = known.find(key); it != known.end()) return it->second;
   int clusters = 0;
   cudaLaunchAttribute attribute;
@@ -531,17 +545,15 @@ namespace ldl {
 // report.)
 template <typename D>
 ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
-  static const bool has_clusters = [] {
-    int device = 0, major = 0;
-    const bool ok = cudaGetDevice(&device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                        cudaSuccess;
-    cudaGetLastError();
-    return ok && major >= 9;
-  }();
   constexpr int threads = kLdlClusterThreads;
   ClusterPanel shape;
-  if (!has_clusters || count > kLdlClusterMaxCount) return shape;
+  if (count > kLdlClusterMaxCount) return shape;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return shape;
+  }
+  if (!device_has_clusters(device)) return shape;
   // A one-block panel of more rows than threads (two or four rows a thread: float32 from 1025
   // rows) runs its steps slower than a cluster since the cluster's steps lost one of their two
   // cluster barriers (float32 1x2048 5.72 -> 5.42 ms; the H100 report).
@@ -557,7 +569,7 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
     const bool fits =
         shape.smem + kStaticShared <= shared_optin_bytes() &&
         with_rows_per_thread(per_thread, [&](auto m) {
-          return cluster_fits<D, decltype(m)::value>(shape);
+          return cluster_fits<D, decltype(m)::value>(device, shape);
         });
     return fits ? shape : ClusterPanel{};
   }
