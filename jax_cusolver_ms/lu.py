@@ -18,7 +18,7 @@ from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul,
-                      nan_for_nonfinite_input, promote, resolve_params, tril, triu)
+                      nan_for_nonfinite_input, nan_where, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
@@ -224,6 +224,10 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
     trans: 0 for A x = b, 1 for A^T x = b, 2 for A^H x = b. b is a vector (n,) or matrices
     (..., n, k) whose batch dims broadcast with lu's; as in JAX, b of shape lu.shape[:-1] (a
     batch of vectors) is still accepted, with a FutureWarning.
+
+    A matrix whose pivots are not all in [0, n) gets NaN in all of its x (on every backend);
+    the other matrices of the batch are unaffected. jax.scipy.linalg.lu_solve instead clamps
+    such pivots into range and returns finite, wrong numbers.
     """
     lu_, pivots = lu_and_piv
     lu_, b = promote("lu_solve", lu_, b)
@@ -238,8 +242,21 @@ def lu_solve(lu_and_piv, b, trans=0, *, strategy=None, lanes=None):
                          f"{lu_.shape}")
     b, vector = factor_rhs("lu_solve", lu_, b, "lu")
     lu_, pivots, b = broadcast_batch([lu_, pivots.astype(np.int32), b], [2, 1, 2])
-    x, = getrs.bind(lu_, pivots, b, trans=trans, **resolve_params(strategy, lanes))
+    x = _getrs_checked(lu_, pivots, b, trans=trans, **resolve_params(strategy, lanes))
     return x[..., 0] if vector else x
+
+
+# One jitted body: eager calls compile the check and the solve once per shape.
+@functools.partial(jax.jit, static_argnames=("trans", "strategy", "lanes"))
+def _getrs_checked(lu_, pivots, b, *, trans, strategy, lanes):
+    """getrs on pivots from the caller. Neither cuSOLVER, cuBLAS nor the small kernel checks
+    them (an index out of [0, n) reads and writes out of bounds, or is clamped into a finite,
+    wrong x), so they reach the solve clamped and a matrix that had one comes out NaN."""
+    n = lu_.shape[-1]
+    bad = jnp.any((pivots < 0) | (pivots >= n), axis=-1)
+    x, = getrs.bind(lu_, jnp.clip(pivots, 0, n - 1), b, trans=trans, strategy=strategy,
+                    lanes=lanes)
+    return nan_where(bad, x)
 
 
 def _solve_matrix(a, b, params):

@@ -164,21 +164,22 @@ def strategy_values() -> dict:
     return {name: info["value"] for name, info in strategies.items()}
 
 
-def small_kernel(op: str, rows: int, cols: int, nrhs: int = 0) -> bool:
+def small_kernel(op: str, rows: int, cols: int, nrhs: int = 0, batch: int = 1) -> bool:
     """Whether `op`'s batched strategy runs this project's one-launch small-matrix kernel here."""
     return _ffi.limits is not None and op in limits() and bool(
-        _ffi.limits.small_kernel(op, int(rows), int(cols), int(nrhs)))
+        _ffi.limits.small_kernel(op, int(rows), int(cols), int(nrhs), int(batch)))
 
 
 def infeasible(routine: str, strategy: str, rows: int, cols: int, nrhs: int = 0,
-               lower: bool = True, left: bool = True) -> str | None:
-    """Why `strategy` cannot run `routine` on a rows x cols matrix (the extension's own answer,
-    ffi/core/limits.h), or None where it can; the batched strategy can wherever its one-launch
+               lower: bool = True, left: bool = True, batch: int = 1) -> str | None:
+    """Why `strategy` cannot run `routine` on `batch` rows x cols matrices (the extension's own
+    answer, ffi/core/limits.h: the paths each strategy has, and the sizes its int (32-bit) APIs
+    and grids take), or None where it can; the batched strategy can wherever its one-launch
     small-matrix kernel takes the call."""
-    if strategy == "batched" and small_kernel(routine, rows, cols, nrhs):
+    if strategy == "batched" and small_kernel(routine, rows, cols, nrhs, batch):
         return None
     why = _require_limits("strategy.infeasible()").infeasible(
-        routine, strategy, int(rows), int(cols), int(nrhs), bool(lower), bool(left))
+        routine, strategy, int(rows), int(cols), int(nrhs), bool(lower), bool(left), int(batch))
     if why is None:
         return None
     limit = limits()[routine]
@@ -191,10 +192,10 @@ def infeasible(routine: str, strategy: str, rows: int, cols: int, nrhs: int = 0,
 
 
 def feasible(routine: str, rows: int, cols: int, nrhs: int = 0, lower: bool = True,
-             left: bool = True) -> tuple:
+             left: bool = True, batch: int = 1) -> tuple:
     """The strategies that can run `routine` on this shape, in the extension's order."""
     return tuple(s for s in strategy_values()
-                 if infeasible(routine, s, rows, cols, nrhs, lower, left) is None)
+                 if infeasible(routine, s, rows, cols, nrhs, lower, left, batch) is None)
 
 
 def svd_routine(algorithm: str, rows: int, cols: int) -> str:
@@ -252,7 +253,8 @@ class Choice:
     strategy: str
     lanes: int
     reason: str
-    # "user" (keyword / config), "shipped table <gpu> (<file>)", "tuned <path>" or "heuristic"
+    # "user" (keyword / config), "shipped table <gpu> (<file>)", "tuned <path>", "heuristic" or
+    # "limits" (no strategy takes the call's sizes)
     source: str
     # The estimated times behind a table's choice, fastest first: ((candidate, ms), ...), where
     # a candidate is "xla", "sequential", "blocked", "looped:L" or "batched:L".
@@ -269,7 +271,8 @@ class Choice:
     @property
     def runs_small_kernel(self) -> bool:
         """The batched strategy's one-launch kernel (no guard, no lanes)."""
-        return self.strategy == "batched" and small_kernel(self.op, *self.shape, self.nrhs)
+        return self.strategy == "batched" and small_kernel(self.op, *self.shape, self.nrhs,
+                                                           self.batch)
 
     def ffi_attributes(self) -> dict:
         """The FFI call's `strategy` (the C++ enum's value of the name) and `lanes` attributes."""
@@ -306,18 +309,18 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     op = routine
     dtype = np.dtype(dtype).name
     n = max(rows, cols)
-    kernel = small_kernel(op, rows, cols, nrhs)
-    possible = feasible(op, rows, cols, nrhs, lower=lower, left=left)
+    kernel = small_kernel(op, rows, cols, nrhs, batch)
+    possible = feasible(op, rows, cols, nrhs, lower=lower, left=left, batch=batch)
     cap = max(1, batch)
     make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
                                                     max(1, min(l, cap)), why, src, times, nrhs)
 
     if strategy != "auto":
         if strategy not in possible:
-            why = infeasible(op, strategy, rows, cols, nrhs, lower=lower, left=left)
+            why = infeasible(op, strategy, rows, cols, nrhs, lower=lower, left=left, batch=batch)
             rhs = f" with {nrhs} right-hand side(s)" if nrhs and op in _SOLVES else ""
             raise ValueError(f"{name}: strategy {strategy!r} cannot run a {rows} x {cols} "
-                             f"matrix{rhs}: {why}; possible here: {', '.join(possible)} "
+                             f"matrix{rhs}: {why}; possible here: {', '.join(possible) or 'none'} "
                              "(or 'auto')")
         if strategy == "sequential":
             return make("sequential", 1, "requested: every item on XLA's stream", "user")
@@ -335,6 +338,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         return make("looped", lanes or _config.DEFAULT_LANES,
                     "requested: one call per item on concurrent lanes", "user")
 
+    if not possible:
+        return make(XLA, 1, "no strategy of the extension takes this size (its APIs count in "
+                    "int): JAX's own implementation", "limits")
     if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op] and not kernel:
         # Tables are measured with one right-hand side: this rule comes first.
         return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "

@@ -369,8 +369,15 @@ def current_key(gpu: str) -> dict:
             "cublas": versions.get("cublas"), "jax": jax.__version__}
 
 
-_lock = threading.Lock()
-_override: list = []  # stack set by `using` / `using_machine`: tables, or None for this machine's
+class _Overrides(threading.local):
+    """Per thread, as settings.config: one thread's `using` (explain(gpu=...) included) must not
+    change what `auto` picks in another. A new thread starts with none."""
+
+    def __init__(self):
+        self.stack = []  # set by `using` / `using_machine`: tables, or None for this machine's
+
+
+_overrides = _Overrides()
 
 
 def overlay(tuned: Table | None, shipped: Table | None) -> tuple:
@@ -393,9 +400,9 @@ def _loaded(gpu: str) -> tuple:
 
 def active() -> tuple:
     """The tables `auto` consults, first match wins: this machine's is one (overlay())."""
-    with _lock:
-        if _override and _override[-1] is not None:
-            return _override[-1]
+    stack = _overrides.stack
+    if stack and stack[-1] is not None:
+        return stack[-1]
     gpu = gpu_name()
     return _loaded(gpu) if gpu is not None else ()
 
@@ -408,17 +415,17 @@ def reload() -> None:
 
 @contextlib.contextmanager
 def _pushed(entry):
-    with _lock:
-        _override.append(entry)
+    stack = _overrides.stack
+    stack.append(entry)
     try:
         yield
     finally:
-        with _lock:
-            _override.pop()
+        stack.pop()
 
 
 def using(*tables: Table):
-    """Makes `auto` consult exactly these tables inside the block (none: the heuristic only)."""
+    """Makes `auto` consult exactly these tables inside the block (none: the heuristic only), in
+    this thread."""
     return _pushed(tuple(tables))
 
 

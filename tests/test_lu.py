@@ -309,6 +309,28 @@ def check_lu_solve(rng, dtype, case, strategy, trans):
     assert rel_err(x, x_jax, core) <= rtol_for(dtype, n, cond)
 
 
+@pytest.mark.parametrize("dtype,n,strategy", strategy_grid(DTYPES, [8, 80]))
+@pytest.mark.parametrize("trans", [0, 1])
+def test_lu_solve_out_of_range_pivots_give_nan_for_that_matrix(rng, dtype, n, strategy, trans):
+    # n = 8 takes the small kernel, 80 the cuSOLVER / cuBLAS paths. No pivot out of [0, n) may
+    # reach a solver (out-of-bounds access there): its matrix is NaN, the others are solved.
+    a = random_matrix(rng, (3, n, n), dtype, "well_conditioned")
+    b = random_rhs(rng, (3, n, 2), dtype)
+    lu, piv = jcm.lu_factor(jnp.asarray(a), strategy=strategy)
+    piv = np.array(piv)
+    piv[1, 2], piv[1, n - 1] = n + 100000, -7
+    x = np.asarray(jax.jit(functools.partial(jcm.lu_solve, trans=trans, strategy=strategy))(
+        (lu, jnp.asarray(piv)), jnp.asarray(b)))
+    assert np.isnan(x[1]).all()
+    op_a = op_matrix(a, trans)
+    good = [0, 2]
+    assert solve_residual(op_a[good], x[good], b[good], False) <= rtol_for(dtype, n)
+    # A pivot of n is out of range too; a pivot of n - 1 is not.
+    piv[1, 2], piv[1, n - 1] = n, n - 1
+    x = np.asarray(jcm.lu_solve((lu, jnp.asarray(piv)), jnp.asarray(b), trans, strategy=strategy))
+    assert np.isnan(x[1]).all() and np.isfinite(x[good]).all()
+
+
 def test_lu_solve_batched_vector_is_deprecated_like_jax(rng):
     # lu (3, n, n) with b (3, n): JAX treats b as a batch of vectors and warns; so must we.
     a = random_matrix(rng, (3, 7, 7), np.float64, "well_conditioned")

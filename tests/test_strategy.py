@@ -4,6 +4,7 @@ an error naming the op, `auto` never picking one, and explain() on any machine.
 
 Everything here runs on a CPU: the CUDA lowering needs the extension's presence only.
 """
+import threading
 import warnings
 
 import jax
@@ -80,6 +81,53 @@ def test_the_small_kernels_make_batched_feasible():
     assert strategy.small_kernel("potrs", 32, 32, 5)
     assert strategy.infeasible("potrs", "batched", 32, 32, 5) is None
     assert "batched" not in strategy.feasible("potrs", 128, 128, 5)
+
+
+def test_sizes_beyond_an_int_are_infeasible_where_the_api_takes_int():
+    big = 46341  # big * big > 2^31 - 1
+    routines = strategy.limits()
+    assert routines["getrf"]["int_sizes"] == ("looped", "sequential", "batched", "blocked")
+    assert routines["syevd"]["int_sizes"] == ("blocked",)  # the 64-bit generic API elsewhere
+    assert "int" in strategy.infeasible("getrf", "looped", big, big)
+    assert "int" in strategy.infeasible("potrs", "sequential", 2**31, 2**31, 1)
+    assert "right-hand sides" in strategy.infeasible("getrs", "looped", 4096, 4096, 2**20)
+    assert strategy.infeasible("getrf", "looped", 46340, 46340) is None
+    assert strategy.infeasible("syevd", "looped", big, big) is None
+    assert strategy.infeasible("syevd", "batched", big, big) is None
+    assert strategy.infeasible("geev", "looped", big, big) is None
+    # Batch counts: int in the batched APIs and kernels (the grid's x), not in the looped ones.
+    assert "more matrices" in strategy.infeasible("getrf", "batched", 8, 8, batch=2**31)
+    assert not strategy.small_kernel("getrf", 8, 8, batch=2**31)
+    assert strategy.small_kernel("getrf", 8, 8, batch=2**31 - 1)
+    assert strategy.infeasible("getrf", "looped", 8, 8, batch=2**31) is None
+    # The LDL^T solve kernels take a block per 32 right-hand sides in the grid's y.
+    most = _ffi.limits.constants()["max_grid_y"] * _ffi.limits.constants()[
+        "ldl_solve_rhs_per_block"]
+    assert strategy.infeasible("sytrs", "batched", 64, 64, most) is None
+    assert "grid" in strategy.infeasible("sytrs", "batched", 64, 64, most + 1)
+
+
+def test_auto_takes_jax_where_no_strategy_takes_the_size():
+    plan = strategy.choose("getrf", 2, (46341, 46341), "float32")
+    assert (plan.strategy, plan.source) == ("xla", "limits")
+    plan = strategy.choose("sytrf", 1, (46341, 46341), "float32")  # JAX's: LAPACK on the host
+    assert plan.strategy == "xla"
+    plan = strategy.choose("getrf", 2**31, (8, 8), "float32")
+    assert plan.strategy in ("looped", "sequential", "xla") and not plan.runs_small_kernel
+    assert strategy.choose("syevd", 2, (46341, 46341), "float32").source != "limits"
+
+
+def test_the_lowering_rejects_sizes_beyond_an_int(claim_extension):
+    # Abstract operands: nothing of these sizes is allocated.
+    big = jax.ShapeDtypeStruct((46341, 46341), np.float32)
+    with pytest.raises(ValueError, match=r"^lu_factor: strategy 'looped' cannot run a 46341 x "
+                                         r"46341 matrix: more elements in a matrix than an int"):
+        jcm.explain("lu_factor", big.shape, np.float32, strategy="looped")
+    with pytest.raises(ValueError, match="strategy 'sequential' cannot run a 46341 x 46341"):
+        _lowered(lambda x: jcm.cholesky(x, strategy="sequential"), big)
+    many = jax.ShapeDtypeStruct((2**31, 4, 4), np.float32)
+    with pytest.raises(ValueError, match="more matrices than an int counts"):
+        _lowered(lambda x: jcm.lu_factor(x, strategy="batched"), many)
 
 
 def test_the_ffi_attribute_is_the_enum_value():
@@ -177,6 +225,38 @@ def test_auto_never_picks_an_infeasible_strategy(routine, rng):
                         if choice.strategy != "xla":
                             assert strategy.infeasible(routine, choice.strategy, *shape,
                                                        nrhs) is None, (choice, shape, nrhs)
+
+
+def test_table_overrides_are_per_thread():
+    # One thread inside `using` (explain(gpu=...) is one) leaves another thread's `auto` alone.
+    points = [Point(b, n, {"xla": 9.0, "sequential": 1.0, "looped:8": 9.0, "batched:1": 9.0})
+              for b in (4, 64) for n in (64, 512)]
+    table = Table("Fake GPU", "shipped table Fake GPU", {("getrf", "float32"): points})
+    inside, seen = threading.Event(), threading.Event()
+    other = {}
+
+    def overriding():
+        with tables.using(table):
+            other["inside"] = strategy.choose("getrf", 16, (128, 128), "float32").source
+            inside.set()
+            seen.wait(timeout=60)
+
+    def reading():
+        inside.wait(timeout=60)
+        other["active"] = tables.active()
+        other["source"] = strategy.choose("getrf", 16, (128, 128), "float32").source
+        seen.set()
+
+    threads = [threading.Thread(target=overriding), threading.Thread(target=reading)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert other["inside"] == table.source
+    assert table not in other["active"] and other["source"] != table.source
+    # This thread's own override (conftest's `using()`: the heuristic) is untouched too.
+    assert tables.active() == () and strategy.choose("getrf", 16, (128, 128), "float32").source \
+        == "heuristic"
 
 
 # --- explain() ------------------------------------------------------------------------------------

@@ -454,6 +454,15 @@ __device__ void block_argmax(int begin, int end, Magnitude magnitude, R* value, 
 // The exchange of shared memory between the blocks of a cluster (sm_90) by st.async onto each
 // receiving block's mbarrier, which needs no cluster barrier and so no GPU-scope fence: the LDL^T
 // cluster panel's argmax exchanges.
+
+// The most bytes one phase of an mbarrier can expect (PTX: tx-count in [0, 2^20 - 1]).
+inline constexpr unsigned kMaxTransactionBytes = (1u << 20) - 1;
+
+// A phase still open after this many SM clock cycles (about 1 s at the H100's 1.98 GHz; a
+// legitimate wait is for the other blocks of the cluster to reach the same step, microseconds)
+// never completes: the bytes announced differ from the bytes pushed.
+inline constexpr long long kMaxPhaseWaitCycles = 2'000'000'000LL;
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // v to block `rank`'s copy of this block's shared variable *local by st.async, completing
 // sizeof(V) bytes of a transaction on that block's mbarrier (its copy of *bar): the receiver
@@ -501,22 +510,33 @@ __device__ inline void arrive_expect_bytes(unsigned long long* bar, unsigned byt
                : "memory");
 }
 
+// One try of the wait below (try_wait suspends the thread a while before it answers false).
+__device__ inline bool phase_done(unsigned address, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+      "selp.u32 %0, 1, 0, p; }"
+      : "=r"(done)
+      : "r"(address), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Until the phase of this block's mbarrier *bar with this parity is complete (its arrival and
 // every byte announced in). The default acquire at block scope, as CUTLASS's transaction barrier
 // waits for bytes other blocks write (TMA multicast, st.async): what completes the phase is
 // bytes in this block's shared memory, counted in as they land; global writes need another
 // order (the LDL^T cluster panel's cluster barrier). (.acquire.cluster adds CCTL.IVALL, an L1
 // invalidation, behind the wait: 9% of the float64 cluster panel's stall samples on the H100.)
+// Past kMaxPhaseWaitCycles it traps: the kernel fails with a CUDA error that the next checked
+// call reports, where spinning on would hang the GPU and the process. The clock is read only
+// once the first try has failed.
 __device__ inline void wait_phase(unsigned long long* bar, unsigned parity) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-  unsigned done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
+  if (phase_done(address, parity)) return;
+  const long long start = clock64();
+  while (!phase_done(address, parity)) {
+    if (clock64() - start > kMaxPhaseWaitCycles) __trap();
   }
 }
 #endif

@@ -74,8 +74,22 @@ inline constexpr int64_t kSyevjKernelMaxN = 32;
 // a lane per row; m and n both.
 inline constexpr int64_t kGesvdjKernelMaxN = 32;
 
+// The blocked and batched LDL^T solves: a block per kLdlSolveRhsPerBlock right-hand sides, in
+// the grid's y.
+inline constexpr int64_t kLdlSolveRhsPerBlock = 32;
+
 // matmul: the largest cuBLASLt heuristic candidate index the `algorithm` attribute may pin.
 inline constexpr int32_t kMatmulMaxAlgorithm = 255;
+
+// --- Index widths and grids ----------------------------------------------------------------------
+
+// The largest int: cuSOLVER's legacy API and cuBLAS take sizes, leading dimensions, workspace
+// lengths and batch counts as int, and so do this project's kernels for n.
+inline constexpr int64_t kIntMax = 2147483647;
+// A launch's largest grid in x (a block or a cluster's blocks per matrix) and in y (right-hand
+// side chunks, column blocks).
+inline constexpr int64_t kMaxGridX = kIntMax;
+inline constexpr int64_t kMaxGridY = 65535;
 
 // --- Routines and their strategies -------------------------------------------------------------
 
@@ -142,13 +156,29 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }
 
 // What a strategy's feasibility depends on: the matrix (m x n; ormqr: C), the right-hand sides of
-// a solve, the triangle read and, for ormqr, the side Q is applied from.
+// a solve, the triangle read, for ormqr the side Q is applied from, and the matrices in the call.
 struct CallShape {
   int64_t m = 0, n = 0;
   int64_t nrhs = 0;
   bool lower = true;
   bool left = true;
+  int64_t batch = 1;
 };
+
+// Whether `s` of `r` passes the call's sizes on as int: every path but the 64-bit generic API
+// (cusolverDnX...) that looped and sequential call for sytrs, syevd, geev and gesvd, and the
+// batched syevd's XsyevBatched. (The small kernels: their n is far below it.)
+constexpr bool int_sizes(Routine r, Strategy s) {
+  switch (s) {
+    case Strategy::kLooped:
+    case Strategy::kSequential:
+      return r != Routine::kSytrs && r != Routine::kSyevd && r != Routine::kGeev &&
+             r != Routine::kGesvd;
+    case Strategy::kBatched: return r != Routine::kSyevd;
+    case Strategy::kBlocked: return true;
+  }
+  return true;
+}
 
 // The extent of a call that a batched path's limit bounds: the columns for geqrf / orgqr, C's
 // dimension the reflectors do not run along for ormqr, else the larger dimension.
@@ -161,16 +191,37 @@ constexpr int64_t batched_extent(Routine r, const CallShape& s) {
   }
 }
 
-// Whether the batched strategy of `r` runs its one-launch small-matrix kernel for this shape.
+// Whether the batched strategy of `r` runs its one-launch small-matrix kernel for this shape (a
+// block per matrix).
 constexpr bool small_kernel(Routine r, const CallShape& s) {
   const RoutineLimits& l = routine_limits(r);
   return s.m == s.n && s.n <= l.small_max_n &&
-         (l.small_max_nrhs == 0 || s.nrhs <= l.small_max_nrhs);
+         (l.small_max_nrhs == 0 || s.nrhs <= l.small_max_nrhs) && s.batch <= kMaxGridX;
 }
 
-// Why `strategy` cannot run `r` on this shape through the routine's FFI target, or nullptr
-// where it can. (The small kernels have their own targets: Python asks small_kernel first.)
-constexpr const char* infeasible(Routine r, Strategy strategy, const CallShape& s) {
+// Why the call's sizes do not fit what `strategy` of `r` passes on as int (int_sizes) or
+// launches as a grid, or nullptr where they do. A matrix's (and B's) elements count too: the
+// legacy API's workspace lengths are int, and its offsets within a matrix may be.
+constexpr const char* too_large(Routine r, Strategy strategy, const CallShape& s) {
+  const bool batched = strategy == Strategy::kBatched || strategy == Strategy::kBlocked;
+  if (batched && s.batch > kIntMax) return "more matrices than an int counts (2^31 - 1)";
+  if (!int_sizes(r, strategy)) return nullptr;
+  if (s.m > kIntMax || s.n > kIntMax || s.nrhs > kIntMax) {
+    return "a dimension above 2^31 - 1 (its API takes int)";
+  }
+  if (s.m * s.n > kIntMax) return "more elements in a matrix than an int counts (2^31 - 1)";
+  const int64_t b_rows = s.m > s.n ? s.m : s.n;
+  if (s.nrhs > 0 && b_rows * s.nrhs > kIntMax) {
+    return "more elements in the right-hand sides than an int counts (2^31 - 1)";
+  }
+  if (r == Routine::kSytrs && batched && s.nrhs > kMaxGridY * kLdlSolveRhsPerBlock) {
+    return "more right-hand sides than the solve kernels' grid takes";
+  }
+  return nullptr;
+}
+
+// Why `strategy` has no path for `r` on this shape (the sizes aside), or nullptr.
+constexpr const char* unsupported(Routine r, Strategy strategy, const CallShape& s) {
   const RoutineLimits& l = routine_limits(r);
   switch (strategy) {
     case Strategy::kLooped:
@@ -197,6 +248,20 @@ constexpr const char* infeasible(Routine r, Strategy strategy, const CallShape& 
   }
   return "unknown strategy";
 }
+
+// Why `strategy` cannot run `r` on this shape through the routine's FFI target, or nullptr
+// where it can. (The small kernels have their own targets: Python asks small_kernel first.)
+constexpr const char* infeasible(Routine r, Strategy strategy, const CallShape& s) {
+  if (const char* why = unsupported(r, strategy, s)) return why;
+  return too_large(r, strategy, s);
+}
+
+static_assert(infeasible(Routine::kGetrf, Strategy::kLooped, {46341, 46341}) != nullptr,
+              "cusolverDn<t>getrf takes an int lda and workspace");
+static_assert(infeasible(Routine::kSyevd, Strategy::kLooped, {46341, 46341}) == nullptr,
+              "cusolverDnXsyevd is 64-bit");
+static_assert(infeasible(Routine::kGetrf, Strategy::kBatched, {8, 8, 0, true, true, kIntMax + 1})
+              != nullptr, "cublas<t>getrfBatched counts the batch in an int");
 
 }  // namespace limits
 }  // namespace jcm

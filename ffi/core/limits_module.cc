@@ -71,6 +71,13 @@ nb::dict routines() {
     d["small_max_n"] = l.small_max_n;
     d["small_max_nrhs"] = l.small_max_nrhs;
     d["small_writes_nan"] = l.small_writes_nan;
+    nb::list int_sized;
+    for (int i = 0; i < jcm::kStrategyCount; ++i) {
+      if (jcm::limits::int_sizes(l.routine, static_cast<Strategy>(i))) {
+        int_sized.append(jcm::kStrategyNames[i]);
+      }
+    }
+    d["int_sizes"] = nb::tuple(int_sized);
     out[l.name] = d;
   }
   return out;
@@ -95,7 +102,11 @@ nb::dict constants() {
   out["ldl_solve_max_block"] = L::kLdlSolveMaxBlock;
   out["syevj_kernel_max_n"] = L::kSyevjKernelMaxN;
   out["gesvdj_kernel_max_n"] = L::kGesvdjKernelMaxN;
+  out["ldl_solve_rhs_per_block"] = L::kLdlSolveRhsPerBlock;
   out["matmul_max_algorithm"] = L::kMatmulMaxAlgorithm;
+  out["int_max"] = L::kIntMax;
+  out["max_grid_x"] = L::kMaxGridX;
+  out["max_grid_y"] = L::kMaxGridY;
   return out;
 }
 
@@ -123,7 +134,8 @@ NB_MODULE(_jcm_limits, m) {
         "{routine: {'strategies': names it can run, 'batched' / 'blocked': what they run ('' "
         "for none), 'batched_max_n' (0: any), 'batched_square_only', 'batched_max_nrhs' (0: "
         "any), 'blocked_square_only', 'lower_only', 'small_max_n' (0: no small kernel), "
-        "'small_max_nrhs' (0: any), 'small_writes_nan'}}.");
+        "'small_max_nrhs' (0: any), 'small_writes_nan', 'int_sizes': the strategies that "
+        "pass its sizes on as int}}.");
   m.def("constants", &constants, "{name: value} of every kernel limit and block size.");
   m.def("knobs", &knobs,
         "{JCM_* environment variable: {'default', 'min', 'max', 'meaning'}}: the settings the "
@@ -131,23 +143,24 @@ NB_MODULE(_jcm_limits, m) {
   m.def(
       "infeasible",
       [](const std::string& routine, const std::string& strategy, int64_t m, int64_t n,
-         int64_t nrhs, bool lower, bool left) -> std::optional<std::string> {
+         int64_t nrhs, bool lower, bool left, int64_t batch) -> std::optional<std::string> {
         auto s = strategy_of(strategy);
         if (!s) throw nb::value_error(("unknown strategy " + strategy).c_str());
-        const char* why =
-            jcm::limits::infeasible(checked_routine(routine), *s, {m, n, nrhs, lower, left});
+        const char* why = jcm::limits::infeasible(checked_routine(routine), *s,
+                                                  {m, n, nrhs, lower, left, batch});
         if (why == nullptr) return std::nullopt;
         return std::string(why);
       },
       nb::arg("routine"), nb::arg("strategy"), nb::arg("m"), nb::arg("n"), nb::arg("nrhs") = 0,
-      nb::arg("lower") = true, nb::arg("left") = true,
-      "Why `strategy` cannot run `routine` on an m x n matrix (ormqr: C) through its FFI "
+      nb::arg("lower") = true, nb::arg("left") = true, nb::arg("batch") = 1,
+      "Why `strategy` cannot run `routine` on `batch` m x n matrices (ormqr: C) through its FFI "
       "target, or None where it can.");
   m.def(
       "small_kernel",
-      [](const std::string& routine, int64_t m, int64_t n, int64_t nrhs) {
-        return jcm::limits::small_kernel(checked_routine(routine), {m, n, nrhs});
+      [](const std::string& routine, int64_t m, int64_t n, int64_t nrhs, int64_t batch) {
+        return jcm::limits::small_kernel(checked_routine(routine),
+                                         {m, n, nrhs, true, true, batch});
       },
-      nb::arg("routine"), nb::arg("m"), nb::arg("n"), nb::arg("nrhs") = 0,
+      nb::arg("routine"), nb::arg("m"), nb::arg("n"), nb::arg("nrhs") = 0, nb::arg("batch") = 1,
       "Whether the batched strategy of `routine` runs its one-launch small-matrix kernel here.");
 }

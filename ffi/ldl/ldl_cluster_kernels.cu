@@ -28,6 +28,46 @@ using namespace ldl;
 // to row kp's entry of the next column).
 enum LabelSlot { kK0, kK1, kK10, kK11, kK20, kK21, kR0, kR1, kA10, kA21, kLabelSlots };
 
+// The second exchange of a step (where it looks at a candidate row): the slots the owner of each
+// row pushes to every block, in the order of push_row's values. Row k + 2 takes part only where
+// k + 2 < n. The pushes and the bytes each block's mbarrier expects are both read from here: a
+// count above the bytes pushed would leave the phase open (wait_phase then traps).
+enum SecondExchangeRow { kRowK, kRowK1, kRowK2, kRowImax, kSecondExchangeRows };
+struct RowSlots {
+  int count;
+  LabelSlot slot[2];
+};
+__host__ __device__ constexpr RowSlots second_exchange_slots(SecondExchangeRow row) {
+  switch (row) {
+    case kRowK: return {1, {kK1, kK1}};
+    case kRowK1: return {1, {kK11, kK11}};
+    case kRowK2: return {2, {kK21, kA21}};
+    default: return {2, {kR0, kR1}};  // imax: W(imax, c) and W(imax, c + 1)
+  }
+}
+
+// The slots pushed in a step's second exchange.
+__host__ __device__ constexpr int second_exchange_slot_count(bool row_k2) {
+  int slots = 0;
+  for (int r = 0; r < kSecondExchangeRows; ++r) {
+    const auto row = static_cast<SecondExchangeRow>(r);
+    if (row != kRowK2 || row_k2) slots += second_exchange_slots(row).count;
+  }
+  return slots;
+}
+
+// The bytes every block receives in a step's second exchange: each warp's candidate of the
+// cluster (its magnitude and index, cluster_argmax_async) and the slots above.
+template <typename T, typename R>
+__host__ __device__ constexpr size_t second_exchange_bytes(int cands, bool row_k2) {
+  constexpr int kWithRowK2 = second_exchange_slot_count(true);
+  constexpr int kWithoutRowK2 = second_exchange_slot_count(false);
+  return cands * (sizeof(R) + sizeof(int)) + sizeof(T) * (row_k2 ? kWithRowK2 : kWithoutRowK2);
+}
+static_assert(second_exchange_bytes<cuda::std::complex<double>, double>(
+                  kLdlClusterMaxRanks * (kLdlClusterThreads / 32), true) <= kMaxTransactionBytes,
+              "a phase's bytes must fit an mbarrier's transaction count");
+
 // Whether (v, key) beats (best, best_key) in an argmax: larger, ties to the smaller key (a
 // thread's rows are in no order once they trade labels). NaN never wins.
 template <typename R>
@@ -330,11 +370,15 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
       // What this exchange brings every block: each warp's candidate, and the slots of rows k,
       // k + 1 (imax > k is a row), k + 2 where there is one and imax.
       if (tid == 0) {
-        arrive_expect_bytes(bars + parity,
-                            cands * (sizeof(R) + sizeof(int)) + sizeof(T) * (k + 2 < n ? 6 : 4));
+        arrive_expect_bytes(bars + parity, second_exchange_bytes<T, R>(cands, k + 2 < n));
       }
-      auto push_slot = [&](int slot, T v) {
-        for (int q = 0; q < ranks; ++q) push_async(x + slot, bars + parity, q, v);
+      auto push_row = [&](SecondExchangeRow row, T v0, T v1) {
+        const RowSlots slots = second_exchange_slots(row);
+        for (int e = 0; e < slots.count; ++e) {
+          for (int q = 0; q < ranks; ++q) {
+            push_async(x + slots.slot[e], bars + parity, q, e == 0 ? v0 : v1);
+          }
+        }
       };
       best = -1;
       best_i = INT_MAX;
@@ -343,10 +387,10 @@ __global__ void __launch_bounds__(kClusterPanelMaxThreads)
         const int i = label[m];
         if (i < k || i >= n) continue;
         W(m, c + 1) = w1[m];
-        if (i == k) push_slot(kK1, w1[m]);
-        if (i == k + 1) push_slot(kK11, w1[m]);
-        if (i == k + 2) push_slot(kK21, w1[m]), push_slot(kA21, next1[m]);
-        if (i == imax) push_slot(kR0, w0[m]), push_slot(kR1, w1[m]);
+        if (i == k) push_row(kRowK, w1[m], w1[m]);
+        if (i == k + 1) push_row(kRowK1, w1[m], w1[m]);
+        if (i == k + 2) push_row(kRowK2, w1[m], next1[m]);
+        if (i == imax) push_row(kRowImax, w0[m], w1[m]);
         const R v = abs1(w1[m]);
         if (i != imax && v > best) best = v, best_i = i;
       }
@@ -437,14 +481,28 @@ cudaLaunchConfig_t cluster_config(const ClusterPanel& shape, int64_t count, cuda
   return config;
 }
 
-// Whether the device runs a cluster of this shape at all (shared memory per SM, cluster size),
-// asked once per shape.
-template <typename D, int M>
-bool cluster_fits(const ClusterPanel& shape) {
+// Whether `device` runs thread block clusters (sm_90 and later), asked once per device: a
+// process may drive GPUs of several generations.
+bool device_has_clusters(int device) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, size_t>, bool> known;
+  static std::map<int, bool> known;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(shape.ranks, shape.threads, shape.smem);
+  if (auto it = known.find(device); it != known.end()) return it->second;
+  int major = 0;
+  const bool ok =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess;
+  cudaGetLastError();
+  return known[device] = ok && major >= 9;
+}
+
+// Whether `device` runs a cluster of this shape at all (shared memory per SM, cluster size),
+// asked once per device and shape.
+template <typename D, int M>
+bool cluster_fits(int device, const ClusterPanel& shape) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int, size_t>, bool> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, shape.ranks, shape.threads, shape.smem);
   if (auto it = known.find(key); it != known.end()) return it->second;
   int clusters = 0;
   cudaLaunchAttribute attribute;
@@ -487,17 +545,15 @@ namespace ldl {
 // report.)
 template <typename D>
 ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
-  static const bool has_clusters = [] {
-    int device = 0, major = 0;
-    const bool ok = cudaGetDevice(&device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                        cudaSuccess;
-    cudaGetLastError();
-    return ok && major >= 9;
-  }();
   constexpr int threads = kLdlClusterThreads;
   ClusterPanel shape;
-  if (!has_clusters || count > kLdlClusterMaxCount) return shape;
+  if (count > kLdlClusterMaxCount) return shape;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return shape;
+  }
+  if (!device_has_clusters(device)) return shape;
   // A one-block panel of more rows than threads (two or four rows a thread: float32 from 1025
   // rows) runs its steps slower than a cluster since the cluster's steps lost one of their two
   // cluster barriers (float32 1x2048 5.72 -> 5.42 ms; the H100 report).
@@ -513,7 +569,7 @@ ClusterPanel cluster_panel_shape(int64_t rows, int64_t nb, int64_t count) {
     const bool fits =
         shape.smem + kStaticShared <= shared_optin_bytes() &&
         with_rows_per_thread(per_thread, [&](auto m) {
-          return cluster_fits<D, decltype(m)::value>(shape);
+          return cluster_fits<D, decltype(m)::value>(device, shape);
         });
     return fits ? shape : ClusterPanel{};
   }

@@ -25,7 +25,7 @@ using namespace kernel;
 // (H100 ldl_solve, the whole call, in global / shared memory: float32 1 x 128 0.406 / 0.362 ms,
 // float64 256 x 128 0.948 / 0.847; the H100 report). Up to n = 128 the warp
 // kernel below takes it.
-constexpr int kRhsPerBlock = 32;
+constexpr int kRhsPerBlock = static_cast<int>(limits::kLdlSolveRhsPerBlock);
 // The most shared memory a solve block takes to hold the factor (one right-hand side: float32
 // n <= 222, float64 157, complex128 110): one block per SM at worst, which a step's few short
 // reads no longer need to hide.
@@ -815,7 +815,7 @@ inline cudaError_t solve_block_grid(int64_t count, int64_t n, int64_t nrhs, int6
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
   if (nb < 2 || nb > kLdlSolveMaxBlock || k0 < 0 || k0 >= n || n > INT32_MAX ||
-      count > INT32_MAX || chunks > 65535) {
+      count > INT32_MAX || chunks > limits::kMaxGridY) {
     return cudaErrorInvalidValue;
   }
   grid = dim3(static_cast<unsigned>(count), static_cast<unsigned>(chunks));
@@ -830,7 +830,9 @@ cudaError_t sytrs_lower_batched(cudaStream_t stream, int64_t count, int64_t n, i
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   const int64_t chunks = (nrhs + kRhsPerBlock - 1) / kRhsPerBlock;
-  if (n > INT32_MAX || count > INT32_MAX || chunks > 65535) return cudaErrorInvalidValue;
+  if (n > INT32_MAX || count > INT32_MAX || chunks > limits::kMaxGridY) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t cols = std::min<int64_t>(kRhsPerBlock, nrhs);
   // Up to 48 KiB a block, so that a batch keeps several blocks on each SM (a step's work is
   // short: blocks side by side hide its latency); a larger chunk stays in global memory.
