@@ -42,11 +42,33 @@ def inexact_dtype(dtype) -> np.dtype:
                                                   else np.float32))
 
 
+class RankError(TypeError, ValueError):
+    """An operand of too low a rank. jnp.linalg raises a TypeError for some ops (lu, qr, svd,
+    cholesky, eigh, eig) and a ValueError for others (inv, det, slogdet, solve): this is both, so
+    code written against either catches it."""
+
+
+# The ops only jax.scipy.linalg has: its functions take Python sequences (jnp.asarray), while
+# jnp.linalg's refuse them. (Where both have an op, this package follows jnp.linalg.)
+_TAKES_SEQUENCES = frozenset({"lu", "lu_factor", "lu_solve", "cho_factor", "cho_solve",
+                              "ldl_factor", "ldl_solve", "qr_multiply"})
+
+
+def as_arrays(op, *operands):
+    """The operands as JAX arrays, refusing what JAX refuses with the same kind of error: for
+    jnp.linalg's ops, a Python list or tuple is not an array (a TypeError naming `op`)."""
+    for i, x in enumerate(operands):
+        if isinstance(x, (list, tuple)) and op not in _TAKES_SEQUENCES:
+            raise TypeError(f"{op}: requires ndarray or scalar arguments, got {type(x)} at "
+                            f"position {i}")
+    return [jnp.asarray(x) for x in operands]
+
+
 def promote(op, *arrays):
     """The operands of `op` as jnp.linalg / jax.scipy.linalg promote them: one dtype for all
     (JAX's promotion lattice: float32 with int32 is float32), bool and integers made floating
     (inexact_dtype). A dtype no solver takes (float16, ...) raises a TypeError naming `op`."""
-    arrays = [jnp.asarray(x) for x in arrays]
+    arrays = as_arrays(op, *arrays)
     dtype = inexact_dtype(jnp.result_type(*arrays))
     check_dtype(op, dtype)
     return [x.astype(dtype) for x in arrays]
@@ -56,7 +78,7 @@ def as_matrix(op, a, square=False, name="a"):
     """a promoted (see promote) and checked to be a stack of (square) matrices."""
     a, = promote(op, a)
     if a.ndim < 2:
-        raise ValueError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
+        raise RankError(f"{op}: {name} must have rank >= 2 (a batch of matrices), "
                          f"got shape {a.shape}")
     if square and a.shape[-1] != a.shape[-2]:
         raise ValueError(f"{op}: {name} must be square in its last two dims, got shape {a.shape}")

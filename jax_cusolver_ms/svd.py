@@ -19,8 +19,8 @@ from jax import lax
 
 from . import strategy as _strategy
 from ._compat import ad
-from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
-                      nan_unless_ok, promote, resolve_params)
+from ._common import (as_arrays, as_matrix, batch_size, info_result, matmul, mh,
+                      nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .lu import inv
 
@@ -300,7 +300,7 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None, strategy=None, lanes
         if rtol is not None:
             raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
         rtol = tol
-    M = jnp.asarray(M)
+    M, = as_arrays("matrix_rank", M)
     if M.ndim < 2:  # as jnp: a vector or scalar has rank 1 unless it is all zero
         return (M != 0).any().astype(np.int32)
     M = as_matrix("matrix_rank", M)
@@ -319,14 +319,14 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False, strategy=None, lanes=None):
     residuals always computed unless numpy_resid=True (then NumPy's empty residuals where it has
     them; not under jit)."""
     a, b = promote("lstsq", a, b)
-    if a.ndim < 1 or b.ndim < 1 or a.shape[0] != b.shape[0]:
+    if a.ndim != 2:  # jnp.linalg.lstsq: a TypeError (for a scalar a, an IndexError of its own)
+        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be two-dimensional")
+    if b.ndim < 1 or a.shape[0] != b.shape[0]:
         raise ValueError("lstsq: leading dimensions of a and b must match, got "
                          f"a {a.shape}, b {b.shape}")
     vector = b.ndim == 1
     if vector:
         b = b[:, None]
-    if a.ndim != 2:
-        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be two-dimensional")
     if b.ndim != 2:
         raise TypeError(f"lstsq: {b.ndim}-dimensional b given; it must be one- or "
                         "two-dimensional")
@@ -362,11 +362,11 @@ def norm(x, ord=None, axis=None, keepdims=False, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.norm. Matrix norms ord=2 (largest singular value), -2 (smallest) and
     'nuc' (their sum) come from this package's SVD (float and complex operands); every other
     norm is jax.numpy.linalg.norm's."""
-    x = jnp.asarray(x)
+    x, = as_arrays("norm", x)
     if axis is None and ord is not None:
         axis = tuple(range(x.ndim))
     axes = (axis,) if isinstance(axis, int) else axis
-    if axes is None or len(axes) != 2 or not _is_svd_norm(ord):
+    if axes is None or len(axes) != 2 or not _is_svd_norm(ord) or x.ndim < 2:
         return jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     axes = tuple(int(d) % x.ndim for d in axes)
     s = svdvals(as_matrix("norm", jnp.moveaxis(x, axes, (-2, -1)), name="x"),
@@ -385,7 +385,7 @@ def cond(x, p=None, *, strategy=None, lanes=None):
     from the SVD; -2: s_min / s_max; other p (square x only): jnp's norms of x and of this
     package's LU inverse. NaN turns into inf where x holds no NaN, for every p: as NumPy and jax
     0.11 (jax 0.10 left p = None / 2 NaN, e.g. 0 / 0 for a zero matrix)."""
-    x = jnp.asarray(x)
+    x, = as_arrays("cond", x)
     if x.ndim < 2:
         raise ValueError(f"cond: input array must be at least 2D; got shape {x.shape}")
     if x.shape[-1] == 0 or x.shape[-2] == 0:

@@ -155,10 +155,16 @@ def test_promotion_under_jit(name, x64):
 @pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
 def test_python_ints_follow_the_default_float(x64):
     # A nested list of Python ints is int64 with x64 (-> float64) and int32 without (float32).
+    # jax.scipy.linalg's ops take lists; jnp.linalg's refuse them, and so do ours.
     with jax.enable_x64(x64):
         a = _SPD.tolist()
-        assert jcm.inv(a).dtype == jnp.linalg.inv(jnp.asarray(a)).dtype
-        assert jcm.inv(a).dtype == (np.float64 if x64 else np.float32)
+        lu, _ = jcm.lu_factor(a)
+        assert lu.dtype == jax.scipy.linalg.lu_factor(a)[0].dtype
+        assert lu.dtype == (np.float64 if x64 else np.float32)
+        with pytest.raises(TypeError, match="^inv: requires ndarray"):
+            jcm.inv(a)
+        with pytest.raises(TypeError):
+            jnp.linalg.inv(a)
 
 
 # --- promotion: several operands --------------------------------------------------------------
@@ -283,7 +289,7 @@ def test_unsupported_dtype_names_the_function(name, dtype):
 
 @pytest.mark.parametrize("name", sorted(set(CALLS) - _VECTOR_IS_VALID))
 def test_wrong_rank_names_the_function(name):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError) as info:  # also a TypeError (_common.RankError)
         CALLS[name](np.ones(4, np.float32))
     assert str(info.value).startswith(f"{name}: "), str(info.value)
 
