@@ -8,20 +8,23 @@
 #   bash benchmarks/gpu_session.sh GRID [OPTIONS]  # a grid of benchmarks/grids.toml, and any
 #                                                  # options of python -m benchmarks.report
 #
-#   SANITIZE=1 bash benchmarks/gpu_session.sh     # build, then compute-sanitizer only (below)
+#   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
 # SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 420), PYTEST_ARGS (more pytest arguments),
 # CMAKE_ARGS (default: this GPU's architecture only). No network is needed: the build uses what
 # is installed (--no-build-isolation --no-deps).
 #
-# SANITIZE=1: instead of the tests and the benchmark, compute-sanitizer's memcheck, racecheck,
-# synccheck and initcheck run at once (four background processes on the one GPU), each over
-# tests/reliability/sanitizer_subset.py (racecheck and synccheck, which see only kernels' shared
-# memory and barriers, over the strategies that launch this project's kernels). Each buffer is
-# its own allocation (XLA_PYTHON_CLIENT_ALLOCATOR=platform), so memcheck sees an access past
-# one. Logs: $OUT/sanitize-<tool>.log; one summary line per tool at the end. SANITIZE_TIMEOUT
-# (seconds, default 540) bounds each tool; SANITIZE_ARGS adds subset options (--ops, ...).
+# SANITIZE=1 (or a list, e.g. SANITIZE=memcheck,racecheck): instead of the tests and the
+# benchmark, compute-sanitizer's memcheck, initcheck, racecheck and synccheck, one after the
+# other, each over tests/reliability/sanitizer_subset.py. memcheck watches every kernel (an access
+# out of bounds through our arguments shows in the library's kernels) and so does initcheck
+# (a kernel left out is not watched writing either), all but cuSOLVER's getrf_pivot, which reads
+# workspace it has not written; racecheck and synccheck watch this project's kernels (namespace
+# jcm) only, the shared memory and barriers that are ours. Each buffer is its own allocation
+# (XLA_PYTHON_CLIENT_ALLOCATOR=platform), so memcheck sees an access past one. Logs:
+# $OUT/sanitize-<tool>.log; one summary line per run at the end. SANITIZE_TIMEOUT (seconds,
+# default 540) bounds each run; SANITIZE_ARGS adds subset options (--ops, ...).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="$(mkdir -p "${OUT:-./out}" && cd "${OUT:-./out}" && pwd)"
@@ -68,45 +71,46 @@ EOF
 ) || { echo "EXTENSION CHECK FAILED"; exit 1; }
 
 if [[ -n "${SANITIZE:-}" ]]; then
-  step "compute-sanitizer: memcheck, racecheck, synccheck, initcheck in parallel (logs: $OUT/sanitize-*.log)"
+  step "compute-sanitizer: ${SANITIZE/#1/every tool}, one at a time (logs: $OUT/sanitize-*.log)"
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   [[ -x "$sanitizer" ]] || { echo "SANITIZE: no compute-sanitizer at $sanitizer"; exit 1; }
   "$sanitizer" --version | tail -1
   subset="$PWD/tests/reliability/sanitizer_subset.py"
   eval "sargs=(${SANITIZE_ARGS:-})"
+  ours="--kernel-name kns=jcm"
   declare -A tool_args=(
     [memcheck]="--tool memcheck --leak-check no"
-    [racecheck]="--tool racecheck --racecheck-report all"
-    [synccheck]="--tool synccheck"
-    [initcheck]="--tool initcheck"
+    [initcheck]="--tool initcheck --kernel-name-exclude kns=getrf_pivot"
+    [racecheck]="--tool racecheck --racecheck-report all $ours"
+    [synccheck]="--tool synccheck $ours"
   )
-  declare -A subset_args=([racecheck]="--strategies batched,blocked,none"
-                          [synccheck]="--strategies batched,blocked,none")
-  declare -A pids=()
-  for tool in memcheck racecheck synccheck initcheck; do
+  # One tool at a time: several compute-sanitizer processes at once on the H200 segfaulted
+  # together, each partway through the subset.
+  [[ "$SANITIZE" == 1 ]] && SANITIZE=memcheck,initcheck,racecheck,synccheck
+  sanitize_rc=0 summaries=()
+  for tool in ${SANITIZE//,/ }; do
+    log="$OUT/sanitize-$tool.log"
     # From another folder, so that the installed package is imported (see above). No
     # autotuning: XLA's own trial kernels are not what is checked, and they cost time here.
     (cd "${TMPDIR:-/tmp}" && XLA_PYTHON_CLIENT_ALLOCATOR=platform \
       XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
       timeout "${SANITIZE_TIMEOUT:-540}" "$sanitizer" ${tool_args[$tool]} \
       --target-processes all --error-exitcode 86 --print-limit 100 \
-      python3 "$subset" ${subset_args[$tool]:-} "${sargs[@]}" > "$OUT/sanitize-$tool.log" 2>&1) &
-    pids[$tool]=$!
-  done
-  sanitize_rc=0
-  for tool in memcheck racecheck synccheck initcheck; do
-    wait "${pids[$tool]}"; rc=$?
+      python3 "$subset" "${sargs[@]}" > "$log" 2>&1)
+    rc=$?
     (( rc != 0 )) && sanitize_rc=1
-    log="$OUT/sanitize-$tool.log"
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    ours=$(grep -cE "^========= .*(jcm|jax_cusolver_ms)" "$log")
+    named=$(grep -cE "^=========  +at .*jcm::" "$log")
     cases=$(grep -E "^sanitizer subset:" "$log" | tail -1)
     case $rc in
       0) verdict="clean";; 86) verdict="ERRORS";; 124) verdict="CUT SHORT by SANITIZE_TIMEOUT";;
       *) verdict="exit $rc";;
     esac
-    echo "sanitize $tool: $verdict | ${summary:-no summary} | report lines naming jcm: $ours | ${cases:-subset did not finish}"
+    summaries+=("sanitize $tool: $verdict | ${summary:-no summary} | frames in jcm kernels: $named | ${cases:-subset did not finish}")
+    echo "${summaries[-1]}"
   done
+  step "summary"
+  printf '%s\n' "${summaries[@]}"
   exit $sanitize_rc
 fi
 
