@@ -13,7 +13,9 @@ Bounds after the warm-up:
                      caches are keyed by shape); leased lanes 0; not shut down
   device memory      bytes_in_use (XLA's allocator) grows by at most DEVICE_SLACK
   host RSS           grows by at most RSS_SLACK (Python's and JAX's caches settle in the warm-up)
-  threads            unchanged (lanes' workers are persistent, no thread per call)
+  threads            grow by at most THREAD_SLACK: the lanes' workers are persistent (one per
+                     lane, and lanes are flat), but XLA's own pools start threads lazily (one
+                     more during lu_solve's 10^4 calls on the H200, with lanes unchanged)
 """
 import functools
 import gc
@@ -35,6 +37,7 @@ LANES = (1, 4, 32)
 BLOCK_EVERY = 200  # calls between waits, so the queue stays bounded
 DEVICE_SLACK = 16 * 2**20
 RSS_SLACK = 64 * 2**20
+THREAD_SLACK = 4
 FLAT_KEYS = ("lanes", "workspace_cache_entries", "host_workspace_bytes", "matmul_plans",
              "matmul_handles", "timer_events")
 
@@ -94,4 +97,4 @@ def test_no_growth_over_many_calls(rng, op):
         assert after[key] <= before[key], f"{key} grew: {what}"
     assert after["device"] <= before["device"] + DEVICE_SLACK, f"device memory grew: {what}"
     assert after["rss"] <= before["rss"] + RSS_SLACK, f"host RSS grew: {what}"
-    assert after["threads"] <= before["threads"], f"threads grew: {what}"
+    assert after["threads"] <= before["threads"] + THREAD_SLACK, f"threads grew: {what}"
