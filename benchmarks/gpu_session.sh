@@ -24,7 +24,7 @@
 # jcm) only, the shared memory and barriers that are ours. Each buffer is its own allocation
 # (XLA_PYTHON_CLIENT_ALLOCATOR=platform), so memcheck sees an access past one. Logs:
 # $OUT/sanitize-<tool>.log; one summary line per run at the end. SANITIZE_TIMEOUT (seconds,
-# default 540) bounds each run; SANITIZE_ARGS adds subset options (--ops, ...).
+# default 540) bounds each process; SANITIZE_ARGS adds subset options (--ops, ...).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="$(mkdir -p "${OUT:-./out}" && cd "${OUT:-./out}" && pwd)"
@@ -88,26 +88,34 @@ if [[ -n "${SANITIZE:-}" ]]; then
   # together, each partway through the subset.
   [[ "$SANITIZE" == 1 ]] && SANITIZE=memcheck,initcheck,racecheck,synccheck
   sanitize_rc=0 summaries=()
+  # SANITIZE_SHARDS=k runs the subset as k processes (--shard i/k), one after the other: the
+  # tool itself segfaulted partway through one long process (initcheck, racecheck), and a shard
+  # loses only its own remaining cases.
+  shards=${SANITIZE_SHARDS:-1}
   for tool in ${SANITIZE//,/ }; do
-    log="$OUT/sanitize-$tool.log"
-    # From another folder, so that the installed package is imported (see above). No
-    # autotuning: XLA's own trial kernels are not what is checked, and they cost time here.
-    (cd "${TMPDIR:-/tmp}" && XLA_PYTHON_CLIENT_ALLOCATOR=platform \
-      XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
-      timeout "${SANITIZE_TIMEOUT:-540}" "$sanitizer" ${tool_args[$tool]} \
-      --target-processes all --error-exitcode 86 --print-limit 100 \
-      python3 "$subset" "${sargs[@]}" > "$log" 2>&1)
-    rc=$?
-    (( rc != 0 )) && sanitize_rc=1
-    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    named=$(grep -cE "^=========  +at .*jcm::" "$log")
-    cases=$(grep -E "^sanitizer subset:" "$log" | tail -1)
-    case $rc in
-      0) verdict="clean";; 86) verdict="ERRORS";; 124) verdict="CUT SHORT by SANITIZE_TIMEOUT";;
-      *) verdict="exit $rc";;
-    esac
-    summaries+=("sanitize $tool: $verdict | ${summary:-no summary} | frames in jcm kernels: $named | ${cases:-subset did not finish}")
-    echo "${summaries[-1]}"
+    for (( shard = 0; shard < shards; shard++ )); do
+      log="$OUT/sanitize-$tool.log"
+      (( shards > 1 )) && log="$OUT/sanitize-$tool-$shard.log"
+      # From another folder, so that the installed package is imported (see above). No
+      # autotuning: XLA's own trial kernels are not what is checked, and they cost time here.
+      (cd "${TMPDIR:-/tmp}" && XLA_PYTHON_CLIENT_ALLOCATOR=platform \
+        XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_FLAGS="--xla_gpu_autotune_level=0" \
+        timeout "${SANITIZE_TIMEOUT:-540}" "$sanitizer" ${tool_args[$tool]} \
+        --target-processes all --error-exitcode 86 --print-limit 100 \
+        python3 "$subset" --shard "$shard/$shards" "${sargs[@]}" > "$log" 2>&1)
+      rc=$?
+      (( rc != 0 )) && sanitize_rc=1
+      summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+      named=$(grep -cE "^=========  +at .*jcm::" "$log")
+      cases=$(grep -E "^sanitizer subset:" "$log" | tail -1)
+      [[ -z "$cases" ]] && cases="subset did not finish, $(grep -c '^ok' "$log") cases ok"
+      case $rc in
+        0) verdict="clean";; 86) verdict="ERRORS";; 124) verdict="CUT SHORT by SANITIZE_TIMEOUT";;
+        *) verdict="exit $rc";;
+      esac
+      summaries+=("sanitize $tool $shard/$shards: $verdict | ${summary:-no summary} | frames in jcm kernels: $named | $cases")
+      echo "${summaries[-1]}"
+    done
   done
   step "summary"
   printf '%s\n' "${summaries[@]}"
