@@ -1,19 +1,24 @@
-"""Measured strategy tables: the times `auto` chooses from before it falls back to rules.
+"""Measured strategy tables: the times `auto` chooses from, and the rule it reads them by.
 
-A table holds, per (routine, dtype), measured points (batch, n) with the median time of every
-candidate there: "xla" (JAX's own lowering), "sequential", "looped:L", "batched:L" (the
-native batched API, its batch split over L lanes when L > 1) and "blocked" (potrf's blocked
-algorithm over the whole batch). `auto` estimates each candidate's
-time at the call's (batch, n) by interpolating log-times bilinearly in (log2 batch, log2 n)
-between the four measured points around it (clamped at the edges of what was measured; the
-nearest measured point where the four are not all there) and takes the fastest.
+A table holds, per (routine, dtype), measured points with the median time of every candidate
+there: "xla" (JAX's own lowering), "sequential", "looped:L", "batched:L" (the native batched
+API or this project's kernel, its batch split over L lanes when L > 1) and "blocked". A point's
+coordinates (AXES) are the batch, n (the larger dimension), aspect (rows / cols) and nrhs (the
+right-hand sides of a solve).
+
+The rule (Table.estimate): `auto` leaves JAX's own lowering only where the measurements on both
+sides of the call, along every axis, agree that another candidate beats JAX by a margin; where
+they do not agree it takes JAX's lowering, and a call outside the measured range along any axis
+gets no answer from the table (strategy.choose then takes JAX's lowering too). Nothing is
+extrapolated: off the measured space `auto` cannot lose by more than its guard around JAX's call.
 
 Where tables come from, in the order they are consulted:
   1. the user's tuned table (`jax_cusolver_ms.tune`), one file per GPU in the cache folder,
      used only while its key (GPU, cuSOLVER, cuBLAS, jax versions) matches this process;
   2. the table shipped for this GPU model (jax_cusolver_ms/tables/*.json, matched by the JAX
      device's `device_kind`);
-then strategy.py's hand-written rules. Nothing is read before the first GPU lowering asks, and
+then strategy.py's rules (JAX's lowering, or for routines JAX has none of, hand-written
+rules). Nothing is read before the first GPU lowering asks, and
 nothing at all on a machine without a GPU.
 """
 from __future__ import annotations
@@ -65,13 +70,6 @@ def unguarded_max_n(routine: str) -> int:
     return limit["small_max_n"] if limit.get("small_writes_nan") else 0
 
 
-# How far beyond its measured n (and batch) range a table answers, clamping to its edge; further
-# out the heuristic rules do.
-EXTRAPOLATE_N = 2
-EXTRAPOLATE_BATCH = 4
-N_WEIGHT = 2.0  # how much more a step in log2 n counts than one in log2 batch (nearest point)
-
-
 # --- candidates -------------------------------------------------------------------------------
 
 def _laned() -> set:
@@ -106,11 +104,26 @@ def parse_candidate(name: str) -> tuple[str, int]:
 
 # --- one table --------------------------------------------------------------------------------
 
+# The coordinates of a measured point, outermost first: a call is bracketed along each in turn
+# (estimate()). aspect is rows / cols (1 for square matrices), nrhs the right-hand sides of a
+# solve (1 for every other routine), n the larger dimension.
+AXES = ("nrhs", "aspect", "batch", "n")
+
+
 @dataclasses.dataclass(frozen=True)
 class Point:
     batch: int
     n: int
     times_ms: Mapping[str, float]
+    aspect: float = 1.0
+    nrhs: int = 1
+
+    @property
+    def key(self) -> tuple:
+        return tuple(self.coord(axis) for axis in AXES)
+
+    def coord(self, axis: str):
+        return getattr(self, axis)
 
     def time(self, candidate: str) -> float | None:
         """The candidate's time here; lanes beyond the batch are capped at it, as `choose` does
@@ -123,11 +136,19 @@ class Point:
         return None
 
 
+# Which rule an estimate's answer comes from (Estimate.rule; explain() names it).
+AGREED = "measured win"        # a candidate beats JAX by the margin at every point around the call
+DISAGREED = "no agreement"     # the points around the call do not all say so: JAX's lowering
+OUTSIDE = "outside measured"   # the call is not bracketed by measurements: no answer here
+FASTEST = "fastest measured"   # JAX's lowering is no candidate: the fastest interpolated
+
+
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    best: str
-    times_ms: tuple  # ((candidate, estimated ms), ...) fastest first
-    basis: str       # which measured points the times come from
+    best: str | None  # None: OUTSIDE (the caller decides)
+    times_ms: tuple   # ((candidate, estimated ms), ...) fastest first
+    basis: str        # which measured points the times come from, and why this answer
+    rule: str = AGREED
 
 
 _KIND_ORDER = {XLA: 0, "sequential": 1, "batched": 2, "blocked": 3, "looped": 4}
@@ -138,19 +159,52 @@ def _simplicity(candidate: str) -> tuple:
     return lanes, _KIND_ORDER[strategy]
 
 
-def _bracket(values: list[int], x: int) -> tuple[int, int]:
-    lower = [v for v in values if v <= x]
-    upper = [v for v in values if v >= x]
-    lo = lower[-1] if lower else values[0]
-    hi = upper[0] if upper else values[-1]
-    return lo, hi
-
-
-def _fraction(lo: int, hi: int, x: int) -> float:
+def _fraction(lo, hi, x) -> float:
     if lo == hi:
         return 0.0
-    x = min(max(x, lo), hi)
     return (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+
+
+def _format(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def bracket(points, coords: Mapping, axes=AXES):
+    """The measured points around a call and their weights: along each axis in turn (outermost
+    first) the nearest measured value at or below the call's and the nearest at or above it
+    whose slice brackets the call in the remaining axes, weighted by the call's place between
+    the two in log2. Returns ([(point, weight), ...], "") or (None, why not) where a side is
+    missing along some axis: the call lies outside what was measured."""
+    if not axes:
+        return [(points[0], 1.0)], ""  # every coordinate fixed: one point (keys are unique)
+    axis, rest = axes[0], axes[1:]
+    x = coords[axis]
+    values = sorted({p.coord(axis) for p in points})
+    sides = []
+    for side, limit in (([v for v in values if v <= x][::-1], f"smallest {_format(values[0])}"),
+                        ([v for v in values if v >= x], f"largest {_format(values[-1])}")):
+        found, why = None, f"{axis} {_format(x)} beyond the measured ({limit})"
+        for v in side:
+            inner, inner_why = bracket([p for p in points if p.coord(axis) == v], coords, rest)
+            if inner is not None:
+                found = (v, inner)
+                break
+            why = inner_why
+        if found is None:
+            return None, why
+        sides.append(found)
+    (lo, below), (hi, above) = sides
+    if lo == hi:
+        return below, ""
+    f = _fraction(lo, hi, x)
+    return [(p, w * (1 - f)) for p, w in below] + [(p, w * f) for p, w in above], ""
+
+
+def _margin_over_xla(routine: str, candidate: str, n: int, xla_ms: float) -> float:
+    """How much faster than JAX's own a candidate must measure at a point to count as a win."""
+    if n <= unguarded_max_n(routine) and parse_candidate(candidate)[0] == "batched":
+        return MARGIN
+    return XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN
 
 
 class Table:
@@ -161,11 +215,11 @@ class Table:
         self.gpu = gpu
         self.source = source
         self.key = dict(key or {})
-        self.entries = {k: tuple(sorted(v, key=lambda p: (p.batch, p.n)))
-                        for k, v in entries.items()}
+        self.entries = {k: tuple(sorted(v, key=lambda p: p.key)) for k, v in entries.items()}
 
     # JSON: {"format": 1, "gpu": ..., "key": {...}, "entries": {"getrf": {"float32": [
-    #   {"batch": 64, "n": 512, "times_ms": {"xla": 10.6, "batched:1": 10.6, ...}}, ...]}}}
+    #   {"batch": 64, "n": 512, "times_ms": {"xla": 10.6, "batched:1": 10.6, ...}}, ...]}}};
+    # a point's "aspect" (rows / cols) and "nrhs" are written where they are not 1.
     @classmethod
     def from_json(cls, doc, source: str) -> "Table":
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -173,103 +227,122 @@ class Table:
         entries = {}
         for routine, per_dtype in doc["entries"].items():
             for dtype, points in per_dtype.items():
-                parsed = []
+                parsed = {}
                 for p in points:
                     times = {str(c): float(t) for c, t in p["times_ms"].items()}
                     for c, t in times.items():
                         parse_candidate(c)
                         if not (math.isfinite(t) and t > 0):
                             raise ValueError(f"{routine} {dtype}: bad time {t!r} for {c}")
-                    if int(p["batch"]) < 1 or int(p["n"]) < 1:
+                    point = Point(int(p["batch"]), int(p["n"]), times,
+                                  float(p.get("aspect", 1.0)), int(p.get("nrhs", 1)))
+                    if min(point.batch, point.n, point.nrhs) < 1 or not (
+                            math.isfinite(point.aspect) and point.aspect > 0):
                         raise ValueError(f"{routine} {dtype}: bad point {p!r}")
-                    parsed.append(Point(int(p["batch"]), int(p["n"]), times))
-                entries[(str(routine), str(dtype))] = parsed
+                    if point.key in parsed:
+                        raise ValueError(f"{routine} {dtype}: point {p!r} given twice")
+                    parsed[point.key] = point
+                entries[(str(routine), str(dtype))] = list(parsed.values())
         return cls(str(doc["gpu"]), source, entries, doc.get("key"))
 
     def to_json(self) -> dict:
         entries: dict = {}
         for (routine, dtype), points in sorted(self.entries.items()):
-            entries.setdefault(routine, {})[dtype] = [
-                {"batch": p.batch, "n": p.n, "times_ms": dict(sorted(p.times_ms.items()))}
-                for p in points]
+            rows = entries.setdefault(routine, {}).setdefault(dtype, [])
+            for p in points:
+                row = {"batch": p.batch, "n": p.n}
+                if p.aspect != 1:
+                    row["aspect"] = p.aspect
+                if p.nrhs != 1:
+                    row["nrhs"] = p.nrhs
+                rows.append(dict(row, times_ms=dict(sorted(p.times_ms.items()))))
         return {"format": FORMAT, "gpu": self.gpu, "key": self.key, "entries": entries}
 
     def merged(self, other: "Table") -> "Table":
         """This table with `other`'s points added (other's times win at the same point)."""
-        entries = {k: {(p.batch, p.n): p for p in v} for k, v in self.entries.items()}
+        entries = {k: {p.key: p for p in v} for k, v in self.entries.items()}
         for k, points in other.entries.items():
             for p in points:
-                old = entries.setdefault(k, {}).get((p.batch, p.n))
+                old = entries.setdefault(k, {}).get(p.key)
                 times = {**(old.times_ms if old else {}), **p.times_ms}
-                entries[k][(p.batch, p.n)] = Point(p.batch, p.n, times)
+                entries[k][p.key] = dataclasses.replace(p, times_ms=times)
         return Table(other.gpu, other.source, {k: list(v.values()) for k, v in entries.items()},
                      other.key)
 
     def estimate(self, routine: str, dtype: str, batch: int, n: int,
-                 allowed: Callable[[str], bool] = lambda c: True) -> Estimate | None:
-        """Estimated times of the allowed candidates for `batch` matrices of order `n`, or None
-        when this table has nothing for them. A single matrix is its own regime (no lanes, no
-        batch to split): it is read from batch-1 points only, and a batch never from them."""
-        single = batch <= 1
-        points = [p for p in self.entries.get((routine, dtype), ()) if (p.batch <= 1) == single]
-        if not points or not _within_reach(points, max(batch, 1), n):
+                 allowed: Callable[[str], bool] = lambda c: True, aspect: float = 1.0,
+                 nrhs: int = 1) -> Estimate | None:
+        """What the measurements say for `batch` matrices of `n` (the larger dimension; `aspect`
+        rows / cols) with `nrhs` right-hand sides, among the allowed candidates; None where this
+        table has nothing for (routine, dtype).
+
+        The rule, so that `auto` cannot lose by much where nothing was measured: the call is
+        bracketed along every axis by measured points (bracket()); a candidate is taken over
+        JAX's own lowering only where it beats JAX's time by the margin at every one of those
+        points, and of those the fastest (times interpolated in log space; within MARGIN the
+        simplest). Otherwise JAX's lowering (rule DISAGREED); a call outside the measured range
+        along any axis gets no answer (best None, rule OUTSIDE). Where JAX's lowering is not a
+        candidate (no lowering of its own, or lanes asked for), the fastest interpolated."""
+        points = self.entries.get((routine, dtype))
+        if not points:
             return None
-        at = {(p.batch, p.n): p for p in points}
-        b_lo, b_hi = _bracket(sorted({p.batch for p in points}), max(batch, 1))
-        n_lo, n_hi = _bracket(sorted({p.n for p in points}), n)
-        corners = {(b, m) for b in (b_lo, b_hi) for m in (n_lo, n_hi)}
-        names = [c for c in sorted({c for p in points for c in p.times_ms}) if allowed(c)]
-        if all(c in at for c in corners):
-            fb, fn = _fraction(b_lo, b_hi, max(batch, 1)), _fraction(n_lo, n_hi, n)
-            weights = dict.fromkeys(corners, 0.0)  # corners coincide on an exact b or n
-            for b, wb in ((b_lo, 1 - fb), (b_hi, fb)):
-                for m, wn in ((n_lo, 1 - fn), (n_hi, fn)):
-                    weights[(b, m)] += wb * wn
-            times = {}
-            for c in names:
-                ts = {k: at[k].time(c) for k in corners}
-                if all(t is not None for t in ts.values()):
-                    times[c] = math.exp(sum(weights[k] * math.log(ts[k]) for k in corners))
-            basis = ("measured at " + _cell(b_lo, n_lo) if len(corners) == 1 else
-                     "interpolated between " + ", ".join(_cell(*k) for k in sorted(corners)))
-        else:
-            # Scattered measurements: the nearest point in (log2 batch, log2 n), n counting
-            # twice as much (crossovers move with n far more than with the batch); ties go to
-            # the larger n, then the larger batch, so the answer never depends on order.
-            def distance(p):
-                d = (N_WEIGHT * (math.log2(p.n) - math.log2(n))) ** 2
-                d += (math.log2(p.batch) - math.log2(max(batch, 1))) ** 2
-                return (d, -p.n, -p.batch)
-            nearest = min(points, key=distance)
-            times = {c: t for c in names if (t := nearest.time(c)) is not None}
-            basis = "nearest measured point " + _cell(nearest.batch, nearest.n)
+        coords = {"nrhs": max(int(nrhs), 1), "aspect": float(aspect), "batch": max(batch, 1),
+                  "n": max(n, 1)}
+        around, why = bracket(points, coords)
+        if around is None:
+            return Estimate(None, (), f"{why}: not measured around the call", OUTSIDE)
+        names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
+        times, at = {}, {}
+        for c in names:
+            ts = [(p, w, p.time(c)) for p, w in around]
+            if all(t is not None for _, _, t in ts):
+                at[c] = [(p, t) for p, _, t in ts]
+                times[c] = math.exp(sum(w * math.log(t) for _, w, t in ts))
         if not times:
             return None
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
-        fastest = ranked[0][1]
-        xla = times.get(XLA, math.inf)
-        unguarded = (n <= unguarded_max_n(routine)
-                     and parse_candidate(ranked[0][0])[0] == "batched")
-        margin = MARGIN if unguarded else XLA_MARGIN_TINY if xla < TINY_MS else XLA_MARGIN
-        if xla <= fastest * (1 + margin):
-            best = XLA
-        else:
+        cells = sorted({p.key for p, _ in around})
+        basis = ("measured at " if len(cells) == 1 else "interpolated between ") + \
+            ", ".join(_point_name(k) for k in cells)
+        if XLA not in [c for c in names]:
+            fastest = ranked[0][1]
             best = min((c for c, t in ranked if t <= fastest * (1 + MARGIN)), key=_simplicity)
-        return Estimate(best, ranked, basis)
+            return Estimate(best, ranked, basis, FASTEST)
+        if XLA not in times:
+            return Estimate(XLA, ranked, basis + "; JAX's own not measured at each of them",
+                            DISAGREED)
+        xla_at = dict((p.key, t) for p, t in at[XLA])
+        winners, closest = [], None
+        for c, _ in ranked:
+            if c == XLA:
+                continue
+            losses = [(p.key, xla_at[p.key] / t) for p, t in at[c]
+                      if t * (1 + _margin_over_xla(routine, c, n, xla_at[p.key]))
+                      >= xla_at[p.key]]
+            if not losses:
+                winners.append(c)
+            elif closest is None:
+                closest = (c, losses[0])
+        if not winners:
+            why = "no candidate measured"
+            if closest is not None:
+                c, (key, speedup) = closest
+                why = f"{c} is {speedup:.2f}x JAX's at {_point_name(key)}, short of the margin"
+            return Estimate(XLA, ranked, f"{basis}; {why}", DISAGREED)
+        fastest = times[winners[0]]
+        best = min((c for c in winners if times[c] <= fastest * (1 + MARGIN)), key=_simplicity)
+        return Estimate(best, ranked, basis + "; wins by the margin at each", AGREED)
 
 
-def _within_reach(points, batch: int, n: int) -> bool:
-    """Whether a call lies within EXTRAPOLATE of the measured range: beyond it the edge's winner
-    says little (H100 float32 getrf: lanes win 1.9x at 64x1024 and lose 0.79x at 256x1024;
-    syevd's hybrid wins 2.9x at 4x512, where at 4x64 JAX's XsyevBatched is the same call)."""
-    n_lo, n_hi = min(p.n for p in points), max(p.n for p in points)
-    b_lo, b_hi = min(p.batch for p in points), max(p.batch for p in points)
-    return (n_lo / EXTRAPOLATE_N <= n <= n_hi * EXTRAPOLATE_N
-            and b_lo / EXTRAPOLATE_BATCH <= batch <= b_hi * EXTRAPOLATE_BATCH)
-
-
-def _cell(batch: int, n: int) -> str:
-    return f"{batch}x{n}"
+def _point_name(key: tuple) -> str:
+    """A point's coordinates as "64x512" (batch x n), with the aspect and nrhs where not 1."""
+    coords = dict(zip(AXES, key))
+    text = f"{coords['batch']}x{coords['n']}"
+    if coords["aspect"] != 1:
+        text += f" rows/cols {_format(coords['aspect'])}"
+    if coords["nrhs"] != 1:
+        text += f" nrhs {coords['nrhs']}"
+    return text
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -435,10 +508,12 @@ def using_machine():
     return _pushed(None)
 
 
-def lookup(routine: str, dtype: str, batch: int, n: int,
-           allowed: Callable[[str], bool]) -> tuple[Estimate, Table] | None:
+def lookup(routine: str, dtype: str, batch: int, n: int, allowed: Callable[[str], bool],
+           aspect: float = 1.0, nrhs: int = 1) -> tuple[Estimate, Table] | None:
+    """The first active table's estimate for the call (see Table.estimate), or None where no
+    table has points for (routine, dtype)."""
     for table in active():
-        estimate = table.estimate(routine, dtype, batch, n, allowed)
+        estimate = table.estimate(routine, dtype, batch, n, allowed, aspect, nrhs)
         if estimate is not None:
             return estimate, table
     return None
