@@ -293,12 +293,18 @@ def inv(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.inv."""
     a = as_matrix("inv", a, square=True)
     n = a.shape[-1]
-    if (_config.resolve(strategy, lanes)[0] == "auto" and n <= _strategy.INV_XLA_MAX_N
-            and not _strategy.choose("getrf", batch_size(a, 2), (n, n), a.dtype).runs_small_kernel):
-        # Measured: JAX's own is fastest here (strategy.py), unless our getrf is the one-launch
-        # kernel (then it is ours with JAX's same triangular solves). JAX's GPU getrf gives
-        # finite numbers for NaN input: the guard every GPU path of this package has.
-        return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)], substitute=False)(a)[0]
+    resolved, given_lanes = _config.resolve(strategy, lanes)
+    if resolved == "auto":
+        factor = _strategy.choose("getrf", batch_size(a, 2), (n, n), a.dtype, resolved,
+                                  given_lanes)
+        # JAX's own inv end to end where auto hands the factorization to JAX, and up to
+        # INV_XLA_MAX_N unless our getrf is the one-launch kernel (measured, strategy.py) or
+        # lanes are asked for. JAX's GPU getrf gives finite numbers for NaN input: the guard
+        # every GPU path of this package has.
+        if not factor.uses_ffi or (n <= _strategy.INV_XLA_MAX_N and not given_lanes
+                                   and not factor.runs_small_kernel):
+            return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)],
+                                           substitute=False)(a)[0]
     eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
     return solve(a, eye, strategy=strategy, lanes=lanes)
 

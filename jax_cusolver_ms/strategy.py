@@ -2,9 +2,12 @@
 
 The choice is made when the op is lowered (the batch is then complete, vmap included) and is a
 static attribute of the FFI call: it never measures anything during a user's jitted call, and it
-is the same for equal shapes. `auto` takes the fastest candidate of a measured table
-(tables.py: the user's tuned table, then the one shipped for the GPU model) and falls back to the
-hand-written rules below (the "heuristic") where no table covers the call.
+is the same for equal shapes. `auto` reads the measured tables (tables.py: the user's tuned
+table laid over the one shipped for the GPU model) by one rule: it leaves JAX's own lowering only where the
+measurements on both sides of the call agree that another strategy beats JAX by a margin, and
+takes JAX's lowering wherever they do not or nothing was measured around the call. The
+hand-written rules below (the "heuristic") answer only where JAX has no lowering of its own
+(LDL^T) or a lane count is given with `auto`, and no table covers the call.
 
 What the extension can run is not decided here: the strategies, which of them each routine has
 and on which shapes (each kernel's largest n, square-only and one-right-hand-side APIs, the
@@ -22,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from . import _compat, _ffi
+from . import _ffi
 from . import settings as _config
 from . import tables as _tables
 
@@ -117,26 +120,9 @@ SVD_ALGORITHMS = ("default", "qr", "jacobi")
 # 239 ms. The crossover above 1024 is still to be measured.
 SVD_JACOBI_MAX_N = 1024
 
-# Solves: from this many right-hand sides on, two batched trsm (what JAX emits) beat the
-# cuSOLVER solve: inv 64x128 (128 rhs) getrsBatched 2.0 ms vs JAX 0.50 ms.
-XLA_MIN_NRHS = {"getrs": 8, "potrs": 8}
 # inv up to this n under `auto` is JAX's own end to end: 64x128 JAX 0.49 ms vs 0.60 ms for our
 # getrf + XLA's triangular solves (64x256 and up: equal or faster here).
 INV_XLA_MAX_N = 128
-# Batches (>= 2) of matrices up to this n go to JAX's own lowering under `auto`: measured where
-# our paths lose. cho_solve (one rhs) 64x512 JAX's two trsm 1.61 ms vs potrsBatched 2.58 ms,
-# 64x1024 4.88 vs 8.82 (16x2048: lanes 1.38x faster).
-XLA_MAX_N = {"potrs": 1024}
-# Where `auto` would pick the batched API on one lane and JAX's own lowering already calls that
-# same API, JAX's lowering is used: same kernels, none of our call overhead (lu_factor 64x128:
-# JAX 0.305 ms, our getrfBatched call: 0.331 ms, the same cuBLAS routine). eigh (both
-# XsyevBatched): 8x256 2.78 / 2.78 ms, 64x256 3.65 / 3.65; 16x1024 is bimodal for every caller
-# alike (jnp.linalg.eigh, lax.linalg.eigh and ours each 59-61 or 68-74 ms from round to round on
-# the same inputs).
-JAX_USES_SAME_BATCHED_API = {"getrf", "potrf", "syevd"}
-# Routines whose single-matrix lowering in JAX runs another implementation than ours: JAX 0.10
-# lowers eig to its hybrid host kernel, 0.11 to cuSOLVER's geev as ours.
-JAX_SINGLE_IS_OTHER = {"geev"} if _compat.JAX_VERSION < (0, 11) else set()
 
 
 # --- the extension's limits (ffi/core/limits.h, through _jcm_limits) ------------------------------
@@ -263,6 +249,12 @@ class Choice:
     # Where this process would not run the choice (explain() without `gpu`): what runs instead,
     # e.g. JAX's own CPU implementation on a machine without a GPU.
     fallback: str = ""
+    # Which rule decided: "measured win" (the points around the call agree a candidate beats
+    # JAX by the margin), "no agreement" (they do not: JAX's lowering), "outside measured"
+    # (nothing measured around the call: JAX's lowering), "fastest measured" (JAX's lowering
+    # is no candidate), "heuristic" (routines JAX has no lowering of, or lanes given, where no
+    # table answers), "limits", "user" or "no extension".
+    rule: str = ""
 
     @property
     def uses_ffi(self) -> bool:
@@ -280,7 +272,8 @@ class Choice:
 
     def __str__(self):
         text = (f"{self.op} {self.dtype} batch={self.batch} matrix={self.shape}: "
-                f"{self.strategy} on {self.lanes} lane(s) [{self.source}] - {self.reason}")
+                f"{self.strategy} on {self.lanes} lane(s) [{self.rule}; {self.source}] - "
+                f"{self.reason}")
         if self.times_ms:
             text += "; ms: " + ", ".join(f"{c} {t:.3g}" for c, t in self.times_ms)
         if self.fallback:
@@ -299,7 +292,8 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     rows, cols = shape
     if _ffi.limits is None:  # a source checkout without a build: nothing but JAX's own
         return Choice(op, batch, shape, np.dtype(dtype).name, XLA, 1, "the extension is not "
-                      "built: JAX's own implementation", "no extension", nrhs=nrhs)
+                      "built: JAX's own implementation", "no extension", nrhs=nrhs,
+                      rule="no extension")
     routine = routine_of(op, rows, cols)
     if routine not in limits():
         known = sorted(set(limits()) | set(ROUTINE_OF) | SVD_OPS)
@@ -312,8 +306,9 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     kernel = small_kernel(op, rows, cols, nrhs, batch)
     possible = feasible(op, rows, cols, nrhs, lower=lower, left=left, batch=batch)
     cap = max(1, batch)
-    make = lambda s, l, why, src, times=(): Choice(op, batch, shape, dtype, s,
-                                                    max(1, min(l, cap)), why, src, times, nrhs)
+    def make(s, l, why, src, times=(), rule="heuristic"):
+        return Choice(op, batch, shape, dtype, s, max(1, min(l, cap)), why, src, times, nrhs,
+                      rule=rule if src != "user" else "user")
 
     if strategy != "auto":
         if strategy not in possible:
@@ -340,11 +335,7 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
 
     if not possible:
         return make(XLA, 1, "no strategy of the extension takes this size (its APIs count in "
-                    "int): JAX's own implementation", "limits")
-    if op in XLA_MIN_NRHS and nrhs >= XLA_MIN_NRHS[op] and not kernel:
-        # Tables are measured with one right-hand side: this rule comes first.
-        return make(XLA, 1, f"{nrhs} right-hand sides >= {XLA_MIN_NRHS[op]}: XLA's batched "
-                    f"triangular solves (cuBLAS trsm) beat {op} here", "heuristic")
+                    "int): JAX's own implementation", "limits", rule="limits")
 
     batched_ok = "batched" in possible
 
@@ -359,29 +350,40 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
             return False  # the kernel takes no lanes (older tables: the batched API on lanes)
         if lanes is not None:
             # A lane count given with auto asks for our FFI path on those lanes: the strategy
-            # is chosen for them, and JAX's own lowering is no candidate.
-            return kind == "sequential" or (kind != XLA and count == lanes)
+            # is chosen for them, and JAX's own lowering is no candidate (nor lanes for the
+            # one-launch kernel, which takes none).
+            return kind == "sequential" or (kind != XLA and count == lanes) or (
+                kind == "batched" and kernel)
         return count <= _config.MAX_LANES
 
-    found = _tables.lookup(op, dtype, batch, n, allowed)
-    if found is not None:
+    aspect = rows / cols if rows and cols else 1.0
+    found = _tables.lookup(op, dtype, batch, n, allowed, aspect,
+                           max(nrhs, 1) if op in _SOLVES else 1)
+    if found is not None and found[0].best is not None:
         estimate, table = found
         best_strategy, best_lanes = _tables.parse_candidate(estimate.best)
         times = dict(estimate.times_ms)
-        why = f"fastest {estimate.basis}: {estimate.best} {times[estimate.best]:.3g} ms"
+        why = f"{estimate.basis}: {estimate.best}"
+        if estimate.best in times:
+            why += f" {times[estimate.best]:.3g} ms"
         if _tables.XLA in times and estimate.best != _tables.XLA:
             why += f" vs JAX's own {times[_tables.XLA]:.3g} ms"
-        return make(best_strategy, best_lanes, why, table.source, estimate.times_ms)
+        return make(best_strategy, best_lanes, why, table.source, estimate.times_ms,
+                    rule=estimate.rule)
+    unmeasured = (found[0].basis if found is not None else
+                  f"no table has {op} {dtype} points")
+    if op not in NO_XLA and not lanes:
+        # The rule of tables.py: off the measured space, JAX's own lowering (inside the NaN
+        # guard), so that `auto` cannot lose there by more than the guard.
+        return make(XLA, 1, f"{unmeasured}; JAX's own lowering", "unmeasured",
+                    rule=_tables.OUTSIDE)
 
-    # A lane count given with auto asks for our FFI path: the rules that defer to JAX step aside,
-    # and where that path is the one-launch kernel, the lanes do not apply.
+    # The hand-written rules: for the routines JAX has no lowering of (LDL^T), and for a lane
+    # count given with auto (the user asks for our FFI path), where no table answers.
     if kernel and batched_ok:
         return make("batched", 1, f"n={n} <= {limits()[op]['small_max_n']}: this project's "
                     "one-launch kernel (the matrix in shared memory) beats the library calls "
                     "here" + ("; lanes do not apply" if lanes else ""), "heuristic")
-    if op in XLA_MAX_N and batch >= 2 and max(shape) <= XLA_MAX_N[op] and not lanes:
-        return make(XLA, 1, f"n={max(shape)} <= {XLA_MAX_N[op]}: JAX's own lowering is as fast "
-                    "or faster here (measured)", "heuristic")
     if op in BLOCKED_MIN_N and n >= BLOCKED_MIN_N[op] and not lanes and "blocked" in possible:
         return make("blocked", 1, f"n={n} >= {BLOCKED_MIN_N[op]}: the blocked algorithm (panel "
                     "kernels and batched GEMM updates) beats the unblocked kernel and lanes here",
@@ -396,12 +398,6 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     single_kernel = op in SINGLE_MATRIX_KERNEL and batched_ok and (
         kernel or not limits()[op]["small_max_n"])
     if batch <= 1 and not single_kernel:
-        # JAX's own lowering of a single matrix is that one cuSOLVER call on XLA's stream
-        # already: ours would add a handler's overhead (JAX / ours sequential: cholesky 1x64
-        # 0.049 / 0.067 ms, eigh 1x64 0.80 / 0.93, svd 1x64 1.19 / 1.58).
-        if op not in NO_XLA and op not in JAX_SINGLE_IS_OTHER and not lanes:
-            return make(XLA, 1, "a single matrix: JAX's own lowering is one call on XLA's "
-                        "stream already (at parity by construction)", "heuristic")
         return make("sequential", 1,
                     "a single matrix goes straight to one call on XLA's stream", "heuristic")
     double = np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
@@ -409,9 +405,6 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
         op, BATCHED_MAX_N.get(op, math.inf))
     what = limits()[op]["batched"]
     wins = f"n={n} <= {limit}: " if limit < math.inf else ""
-    if batched_ok and n <= limit and not lanes and op in JAX_USES_SAME_BATCHED_API:
-        return make(XLA, 1, f"{wins}the batched API ({what}) wins here, and JAX's own lowering "
-                    "calls it: JAX's lowering, at parity by construction", "heuristic")
     if batched_ok and n <= limit:
         return make("batched", lanes or 1, f"{wins}{what} beats per-matrix calls here",
                     "heuristic")
@@ -460,7 +453,7 @@ def explain(op: str, shape, dtype, strategy: str | None = None, lanes: int | Non
     if _ffi.limits is None:
         return Choice(op, math.prod(shape[:-2]), shape[-2:], dtype.name, XLA, 1,
                       "the extension is not built: JAX's own implementation", "no extension",
-                      nrhs=nrhs, fallback="JAX's own implementation runs")
+                      nrhs=nrhs, fallback="JAX's own implementation runs", rule="no extension")
     args = (op, math.prod(shape[:-2]), shape[-2:], dtype, strategy, lanes, nrhs)
     if gpu is None:
         return dataclasses.replace(choose(*args), fallback=_here())
@@ -487,5 +480,5 @@ def _explain_matmul(shape, dtype, strategy, lanes) -> Choice:
                   "one cuBLASLt (strided-batched) matmul for the whole batch on XLA's stream, "
                   "bias and activation fused; its plan is cached per call shape and its "
                   "algorithm autotuned on the first call unless `algorithm` pins one",
-                  "fixed", fallback=_here() if _ffi.limits is not None else
+                  "fixed", rule="fixed", fallback=_here() if _ffi.limits is not None else
                   "the extension is not built: XLA's own dot runs")

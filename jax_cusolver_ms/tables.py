@@ -290,7 +290,8 @@ class Table:
                   "n": max(n, 1)}
         around, why = bracket(points, coords)
         if around is None:
-            return Estimate(None, (), f"{why}: not measured around the call", OUTSIDE)
+            return Estimate(None, (), f"{why}: nothing measured on that side of the call",
+                            OUTSIDE)
         names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
         times, at = {}, {}
         for c in names:
@@ -316,9 +317,10 @@ class Table:
         for c, _ in ranked:
             if c == XLA:
                 continue
-            losses = [(p.key, xla_at[p.key] / t) for p, t in at[c]
-                      if t * (1 + _margin_over_xla(routine, c, n, xla_at[p.key]))
-                      >= xla_at[p.key]]
+            margins = [(p.key, t, 1 + _margin_over_xla(routine, c, n, xla_at[p.key]))
+                       for p, t in at[c]]
+            losses = [(key, xla_at[key] / t, need) for key, t, need in margins
+                      if t * need >= xla_at[key]]
             if not losses:
                 winners.append(c)
             elif closest is None:
@@ -326,8 +328,9 @@ class Table:
         if not winners:
             why = "no candidate measured"
             if closest is not None:
-                c, (key, speedup) = closest
-                why = f"{c} is {speedup:.2f}x JAX's at {_point_name(key)}, short of the margin"
+                c, (key, speedup, need) = closest
+                why = (f"{c} is {speedup:.2f}x JAX's at {_point_name(key)}, short of the "
+                       f"{need:.2f}x it must be")
             return Estimate(XLA, ranked, f"{basis}; {why}", DISAGREED)
         fastest = times[winners[0]]
         best = min((c for c in winners if times[c] <= fastest * (1 + MARGIN)), key=_simplicity)

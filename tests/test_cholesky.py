@@ -616,8 +616,7 @@ def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
     text = _cuda_module_text(f, a, b1, b4, b16)
     potrf, potrs = _custom_calls(text, "jcm_potrf"), _custom_calls(text, "jcm_potrs")
     assert len(potrf) == 2, potrf
-    # Under auto, many right-hand sides go to XLA's triangular solves (strategy table).
-    assert len(potrs) == (2 if strategy == "auto" else 3), potrs
+    assert len(potrs) == 3, potrs
     for line in potrf + potrs:
         # Column-major matrices: minor-to-major (rows, cols, batch).
         assert "operand_layouts = [dense<[1, 2, 0]>" in line, line
@@ -635,21 +634,20 @@ def test_cuda_lowering_emits_ffi_targets(rng, claim_extension, strategy):
 # The small-matrix kernels (n <= 64: ffi/cholesky/cholesky_kernels.cu potrf_small / potrs_small)
 # ---------------------------------------------------------------------------------------------
 
-def test_auto_takes_the_small_cholesky_kernels_up_to_64():
+def test_auto_takes_the_small_cholesky_kernels_up_to_64(ours_measured_faster):
     for shape in [(16, 16), (1, 32, 32), (4, 64, 64), (256, 8, 8)]:
         for op, nrhs in (("cholesky", 1), ("cho_solve", 1), ("cho_solve", 64)):
-            plan = jcm.explain(op, shape, np.float32, nrhs=nrhs, gpu="No Such GPU")
+            plan = jcm.explain(op, shape, np.float32, nrhs=nrhs)
             assert plan.runs_small_kernel and plan.lanes == 1, plan
     # A lane count given with auto: the kernel still (lanes do not apply to it).
-    plan = jcm.explain("cholesky", (8, 32, 32), np.float32, lanes=4, gpu="No Such GPU")
+    plan = jcm.explain("cholesky", (8, 32, 32), np.float32, lanes=4)
     assert plan.runs_small_kernel and plan.lanes == 1, plan
     assert jcm.explain("cholesky", (8, 32, 32), np.float32, strategy="batched",
                        lanes=4).lanes == 1
     # n > 64, or more than 64 right-hand sides: not the kernel's.
-    assert not jcm.explain("cholesky", (4, 65, 65), np.float32, strategy="batched",
-                           gpu="No Such GPU").runs_small_kernel
-    plan = jcm.explain("cho_solve", (4, 32, 32), np.float32, nrhs=65, gpu="No Such GPU")
-    assert not plan.runs_small_kernel and plan.strategy == "xla", plan
+    assert not jcm.explain("cholesky", (4, 65, 65), np.float32,
+                           strategy="batched").runs_small_kernel
+    assert not jcm.explain("cho_solve", (4, 32, 32), np.float32, nrhs=65).runs_small_kernel
 
 
 def test_the_small_cholesky_kernels_are_one_call_each(rng, claim_extension):

@@ -256,7 +256,7 @@ def test_table_overrides_are_per_thread():
     assert table not in other["active"] and other["source"] != table.source
     # This thread's own override (conftest's `using()`: the heuristic) is untouched too.
     assert tables.active() == () and strategy.choose("getrf", 16, (128, 128), "float32").source \
-        == "heuristic"
+        == "unmeasured"
 
 
 # --- explain() ------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_explain_warns_where_no_table_is_shipped():
     with pytest.warns(UserWarning, match="lu_factor: no strategy table is shipped for the GPU "
                                          "model 'No Such GPU'"):
         plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="No Such GPU")
-    assert plan.source == "heuristic"
+    assert plan.source == "unmeasured"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="NVIDIA H100 80GB HBM3")

@@ -4,6 +4,7 @@ Everything here runs on a CPU: tables are installed with tables.using(...) and t
 test-only CPU mode. The report and the table builder are tested in benchmarks/tests/.
 """
 import importlib
+import dataclasses
 import json
 import math
 import os
@@ -56,7 +57,7 @@ def test_exact_point_is_the_measurement():
     assert est.best == "batched:1"
     assert dict(est.times_ms) == pytest.approx({"xla": 10.0, "batched:1": 9.0, "looped:8": 20.0})
     assert [c for c, _ in est.times_ms] == ["batched:1", "xla", "looped:8"]  # fastest first
-    assert est.basis == "measured at 64x512"
+    assert est.basis.startswith("measured at 64x512;") and est.rule == tables.AGREED
 
 
 @pytest.mark.parametrize("batch,n", [(8, 90), (32, 300), (4, 64), (50, 1000), (10, 700)])
@@ -78,38 +79,83 @@ def test_choice_follows_the_crossover(n, expected):
     assert table.estimate("getrf", "float32", 16, n).best == expected
 
 
-def test_outside_the_measured_range_clamps_to_the_edge_within_reach():
-    # Measured: batch 4-64, n 64-1024. Within 4x the batch and 2x n beyond: the edge answers.
+def test_outside_the_measured_range_there_is_no_answer():
+    # Measured: batch 4-64, n 64-1024. Nothing is extrapolated: one step beyond an edge along
+    # any axis and the table does not answer; `auto` then takes JAX's own lowering.
     table = make_table(crossing_grid())
-    assert table.estimate("getrf", "float32", 256, 2048).best == "looped:8"
-    assert table.estimate("getrf", "float32", 2, 32).best == "batched:1"
-    edge = dict(table.estimate("getrf", "float32", 64, 1024).times_ms)
-    assert dict(table.estimate("getrf", "float32", 256, 2048).times_ms) == edge
-    # Further out the table does not answer (the heuristic does).
-    for batch, n in [(257, 1024), (64, 2049), (4, 31), (16, 16)]:
-        assert table.estimate("getrf", "float32", batch, n) is None
+    assert table.estimate("getrf", "float32", 64, 1024).best == "looped:8"
+    for batch, n, axis in [(65, 1024, "batch"), (64, 1025, "n"), (4, 63, "n"), (3, 128, "batch")]:
+        est = table.estimate("getrf", "float32", batch, n)
+        assert est.best is None and est.rule == tables.OUTSIDE and est.basis.startswith(axis)
     with tables.using(table):
-        assert strategy.choose("getrf", 1024, (4096, 4096), "float32").source == "heuristic"
+        plan = strategy.choose("getrf", 1024, (1024, 1024), "float32")
+    assert (plan.strategy, plan.source, plan.rule) == ("xla", "unmeasured", tables.OUTSIDE)
+    assert "batch 1024 beyond the measured (largest 64)" in plan.reason
 
 
-def test_scattered_points_use_the_nearest_n_counting_more():
-    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 20.0}),
-                        (16, 2048, {"xla": 700.0, "looped:8": 23.0})])
-    # 16 x 512: as far from 64x512 in log2 batch (2) as from 16x2048 in log2 n (2), but n
-    # counts twice as much: the 64x512 point answers.
-    est = table.estimate("getrf", "float32", 16, 512)
-    assert est.basis == "nearest measured point 64x512" and est.best == "xla"
-    est = table.estimate("getrf", "float32", 32, 2048)
-    assert est.basis == "nearest measured point 16x2048" and est.best == "looped:8"
+def test_points_around_the_call_must_agree():
+    # Lanes win 2x at 64x512 and lose at 64x1024: between them the interpolated time of lanes
+    # is lower, but the points do not agree, so JAX's own lowering.
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0}),
+                        (64, 1024, {"xla": 40.0, "looped:8": 42.0})])
+    est = table.estimate("getrf", "float32", 64, 600)
+    assert dict(est.times_ms)["looped:8"] < dict(est.times_ms)["xla"]
+    assert est.best == "xla" and est.rule == tables.DISAGREED
+    assert "looped:8 is 0.95x JAX's at 64x1024, short of the 1.10x it must be" in est.basis
+    assert table.estimate("getrf", "float32", 64, 512).best == "looped:8"
+    # A win short of the margin at one corner is no agreement either.
+    table = make_table([(64, 512, {"xla": 10.0, "looped:8": 5.0}),
+                        (64, 1024, {"xla": 40.0, "looped:8": 38.0})])
+    assert table.estimate("getrf", "float32", 64, 600).best == "xla"
 
 
-def test_a_single_matrix_is_its_own_regime():
-    batch_points = [(4, 64, {"xla": 1.0, "looped:4": 0.1})]
-    table = make_table(batch_points)
-    assert table.estimate("getrf", "float32", 1, 64) is None  # never from batch points
-    table = make_table(batch_points + [(1, 64, {"xla": 1.0, "sequential": 0.5})])
+def test_refined_points_bracket_within_each_slice():
+    # Batch 16 was refined (n 1024 added), batch 64 was not: each slice brackets n on its own.
+    win = {"xla": 10.0, "looped:8": 2.0}
+    table = make_table([(16, 512, win), (16, 1024, win), (16, 2048, win),
+                        (64, 512, win), (64, 2048, win)])
+    est = table.estimate("getrf", "float32", 32, 1500)
+    assert est.best == "looped:8"
+    assert est.basis.startswith("interpolated between 16x1024, 16x2048, 64x512, 64x2048")
+    # A slice that cannot bracket the call is passed over for the next one outward.
+    table = make_table([(4, 512, win), (4, 2048, win), (16, 512, win), (64, 512, win),
+                        (64, 2048, win)])
+    est = table.estimate("getrf", "float32", 8, 1024)
+    assert est.basis.startswith("interpolated between 4x512, 4x2048, 64x512, 64x2048")
+    # ... and where none outward can, the call is outside.
+    assert table.estimate("getrf", "float32", 100, 1024).best is None
+
+
+@pytest.mark.parametrize("axis,inside,outside", [("nrhs", 8, 128), ("aspect", 2.0, 0.5)])
+def test_nrhs_and_aspect_are_axes_like_the_others(axis, inside, outside):
+    win = {"xla": 10.0, "looped:8": 2.0}
+    lose = {"xla": 10.0, "looped:8": 12.0}
+    far = {"nrhs": 64, "aspect": 4.0}[axis]
+    points = []
+    for n in (512, 1024):
+        points += [Point(64, n, win), Point(64, n, win, **{axis: far})]
+    table = Table("Fake GPU", "shipped table Fake GPU", {("getrs", "float32"): points})
+    kw = {axis: inside}
+    est = table.estimate("getrs", "float32", 64, 700, **kw)
+    assert est.best == "looped:8" and est.rule == tables.AGREED
+    name = "nrhs 64" if axis == "nrhs" else "rows/cols 4"
+    assert f"64x512 {name}" in est.basis
+    est = table.estimate("getrs", "float32", 64, 700, **{axis: outside})
+    assert est.best is None and est.basis.startswith(axis)
+    # One side losing along the outer axis is no agreement.
+    points = [p if p.coord(axis) == 1 else dataclasses.replace(p, times_ms=lose) for p in points]
+    table = Table("Fake GPU", "shipped table Fake GPU", {("getrs", "float32"): points})
+    assert table.estimate("getrs", "float32", 64, 700, **kw).best == "xla"
+
+
+def test_a_single_matrix_is_the_end_of_the_batch_axis():
+    table = make_table([(1, 64, {"xla": 1.0, "sequential": 0.5}),
+                        (4, 64, {"xla": 1.0, "sequential": 0.6, "looped:4": 0.1})])
     assert table.estimate("getrf", "float32", 1, 64).best == "sequential"
-    assert table.estimate("getrf", "float32", 4, 64).best == "looped:4"  # never from batch 1
+    assert table.estimate("getrf", "float32", 4, 64).best == "looped:4"
+    # Between them only what both measured: looped has no time at batch 1.
+    est = table.estimate("getrf", "float32", 2, 64)
+    assert est.best == "sequential" and "looped:4" not in dict(est.times_ms)
 
 
 def test_lanes_beyond_the_batch_read_the_capped_candidate():
@@ -192,7 +238,7 @@ def test_tuned_table_overrides_the_shipped_one_where_it_has_data():
         assert jcm.explain("lu_factor", (64, 512, 512), "float32").source == "tuned /x/t.json"
         assert jcm.explain("lu_factor", (64, 512, 512), "float32").strategy == "batched"
         # float64 is only in neither: the heuristic.
-        assert jcm.explain("lu_factor", (64, 512, 512), "float64").source == "heuristic"
+        assert jcm.explain("lu_factor", (64, 512, 512), "float64").source == "unmeasured"
 
 
 def test_a_partial_tuned_table_is_laid_over_the_shipped_one():
@@ -216,11 +262,14 @@ def test_a_partial_tuned_table_is_laid_over_the_shipped_one():
     assert tables.overlay(None, None) == ()
 
 
-def test_without_tables_auto_is_the_heuristic():
+def test_without_tables_auto_is_jax_lowering_except_where_jax_has_none():
     with tables.using():
         plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32)
-    assert plan.source == "heuristic" and plan.times_ms == ()
-    assert (plan.strategy, plan.lanes) == ("looped", 8)
+        assert (plan.strategy, plan.source, plan.rule) == ("xla", "unmeasured", tables.OUTSIDE)
+        assert plan.times_ms == () and "no table has getrf float32 points" in plan.reason
+        # JAX has no LDL^T: the hand-written rules answer.
+        plan = jcm.explain("ldl_factor", (16, 2048, 2048), np.float32)
+        assert plan.strategy != "xla" and plan.source == plan.rule == "heuristic"
 
 
 def test_a_requested_strategy_ignores_the_table():
@@ -244,13 +293,15 @@ def test_lanes_given_with_auto_restrict_the_candidates():
 def test_no_batched_candidate_where_no_batched_api_fits():
     # getrfBatched takes square matrices only: a measured "batched" time is not a candidate for
     # a rectangular call.
-    table = make_table([(64, 512, {"xla": 10.0, "batched:1": 1.0, "looped:8": 5.0})])
+    times = {"xla": 10.0, "batched:1": 1.0, "looped:8": 5.0}
+    table = Table("Fake GPU", "shipped table Fake GPU", {("getrf", "float32"): [
+        Point(64, 512, times), Point(64, 512, times, aspect=2.0)]})
     with tables.using(table):
         assert strategy.choose("getrf", 64, (512, 400), "float32").strategy == "looped"
         assert strategy.choose("getrf", 64, (512, 512), "float32").strategy == "batched"
 
 
-def test_many_right_hand_sides_keep_their_rule():
+def test_right_hand_sides_beyond_the_measured_are_jax_lowering():
     table = Table("Fake GPU", "shipped table Fake GPU",
                   {("getrs", "float32"): [Point(64, 512, {"xla": 10.0, "looped:8": 1.0})]})
     with tables.using(table):
@@ -283,8 +334,8 @@ def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
                     estimate = table.estimate(
                         "getrf", "float32", b, n,
                         lambda c: not (kernel and c.startswith("batched:") and c != "batched:1"))
-                    if estimate is None:  # beyond the table's reach: the heuristic answers
-                        assert plan.source == "heuristic"
+                    if estimate is None or estimate.best is None:  # JAX's lowering
+                        assert (plan.strategy, plan.source) == ("xla", "unmeasured")
                         continue
                     times = dict(plan.times_ms)
                     assert plan.source == "shipped table Fake GPU"
@@ -298,6 +349,13 @@ def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
                     if (b, n) in measured:
                         point = measured[(b, n)]
                         assert point.time(estimate.best) <= point.times_ms["xla"]
+                    # Off JAX's lowering only where every point around the call agrees.
+                    if estimate.best != "xla":
+                        around, _ = tables.bracket(table.entries[("getrf", "float32")],
+                                                   dict(nrhs=1, aspect=1.0, batch=b, n=n))
+                        for point, _ in around:
+                            assert point.time(estimate.best) * (1 + tables.MARGIN) < \
+                                point.times_ms["xla"]
 
 
 def test_the_choice_is_deterministic(rng):
@@ -326,7 +384,7 @@ def test_explain_for_another_gpu_model_reads_its_shipped_table():
     assert plan.source.startswith(f"shipped table {H100}") and plan.strategy == "blocked"
     with pytest.warns(UserWarning, match="no strategy table is shipped"):
         plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32, gpu="No Such GPU")
-    assert plan.source == "heuristic"
+    assert plan.source == "unmeasured"
 
 
 @pytest.mark.parametrize("op,routine", [("eigh", "syevj"), ("eigvalsh", "syevj"),
@@ -436,7 +494,7 @@ def test_this_machines_tables_load_tuned_first(monkeypatch, tmp_path):
             # At 64x2048 the shipped point answers (the tuned table has none there).
             far = strategy.choose("getrf", 64, (2048, 2048), "float32")
             assert (far.strategy, far.lanes) == ("looped", 8) and far.source.startswith("tuned")
-            assert strategy.choose("getrf", 64, (512, 512), "float64").source == "heuristic"
+            assert strategy.choose("getrf", 64, (512, 512), "float64").source == "unmeasured"
         # A stale tuned file: the shipped table, and a warning.
         monkeypatch.setattr(tables, "current_key", lambda gpu: {**KEY, "jax": "9.9"})
         tables.reload()
@@ -453,7 +511,7 @@ def test_no_gpu_means_no_tables():
         pytest.skip("this machine has a GPU")
     with tables.using_machine():
         assert tables.active() == ()
-        assert jcm.explain("lu_factor", (64, 512, 512), "float32").source == "heuristic"
+        assert jcm.explain("lu_factor", (64, 512, 512), "float32").source == "unmeasured"
 
 
 # --- tune() --------------------------------------------------------------------------------------
