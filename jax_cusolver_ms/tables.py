@@ -207,6 +207,33 @@ def _margin_over_xla(routine: str, candidate: str, n: int, xla_ms: float) -> flo
     return XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN
 
 
+def _beats_xla(routine: str, candidate: str, n: int, ms: float, xla_ms: float) -> bool:
+    """Whether `candidate`, measured at `ms` where JAX's own took `xla_ms`, wins by the margin."""
+    return ms * (1 + _margin_over_xla(routine, candidate, n, xla_ms)) < xla_ms
+
+
+def _simplest(times: Mapping[str, float], among: Iterable[str]) -> str:
+    """Of the candidates `among`, the simplest within MARGIN of the fastest of them."""
+    among = list(among)
+    fastest = min(times[c] for c in among)
+    return min((c for c in among if times[c] <= fastest * (1 + MARGIN)), key=_simplicity)
+
+
+def point_decision(routine: str, point: Point) -> str:
+    """What `point` alone says `auto` runs there, as a strategy kind ("xla", "looped", ...), by
+    estimate()'s rule: JAX's own lowering unless a candidate beats it by the margin; where JAX's
+    own is no candidate (a routine it has none of), the fastest. tune() measures more points
+    between neighbours whose decisions differ: that is where the table's answers change."""
+    times = point.times_ms
+    among = list(times)
+    if XLA in times:
+        among = [c for c in times if c != XLA
+                 and _beats_xla(routine, c, point.n, times[c], times[XLA])]
+        if not among:
+            return XLA
+    return parse_candidate(_simplest(times, among))[0]
+
+
 class Table:
     """Measured times of one GPU: {(routine, dtype): [Point, ...]}."""
 
@@ -306,9 +333,7 @@ class Table:
         basis = ("measured at " if len(cells) == 1 else "interpolated between ") + \
             ", ".join(_point_name(k) for k in cells)
         if XLA not in [c for c in names]:
-            fastest = ranked[0][1]
-            best = min((c for c, t in ranked if t <= fastest * (1 + MARGIN)), key=_simplicity)
-            return Estimate(best, ranked, basis, FASTEST)
+            return Estimate(_simplest(times, times), ranked, basis, FASTEST)
         if XLA not in times:
             return Estimate(XLA, ranked, basis + "; JAX's own not measured at each of them",
                             DISAGREED)
@@ -320,7 +345,7 @@ class Table:
             margins = [(p.key, t, 1 + _margin_over_xla(routine, c, n, xla_at[p.key]))
                        for p, t in at[c]]
             losses = [(key, xla_at[key] / t, need) for key, t, need in margins
-                      if t * need >= xla_at[key]]
+                      if not _beats_xla(routine, c, n, t, xla_at[key])]
             if not losses:
                 winners.append(c)
             elif closest is None:
@@ -332,9 +357,8 @@ class Table:
                 why = (f"{c} is {speedup:.2f}x JAX's at {_point_name(key)}, short of the "
                        f"{need:.2f}x it must be")
             return Estimate(XLA, ranked, f"{basis}; {why}", DISAGREED)
-        fastest = times[winners[0]]
-        best = min((c for c in winners if times[c] <= fastest * (1 + MARGIN)), key=_simplicity)
-        return Estimate(best, ranked, basis + "; wins by the margin at each", AGREED)
+        return Estimate(_simplest(times, winners), ranked, basis + "; wins by the margin at each",
+                        AGREED)
 
 
 def _point_name(key: tuple) -> str:

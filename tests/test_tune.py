@@ -534,16 +534,17 @@ def test_tune_needs_a_gpu():
     ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # gesvdjBatched: n <= 32
 ])
 def test_candidates_never_exceed_the_batch_and_exist(op, batch, n, expected):
-    assert set(tune_module.candidates(op, batch, n, "float32", (1, 2, 4, 8, 16))) == expected
+    cell = tune_module.Cell(op, "float32", batch, n, n)
+    assert set(tune_module.candidates(cell, (1, 2, 4, 8, 16))) == expected
 
 
 def test_ldl_solve_is_tuned_as_sytrs_with_its_kernels_for_single_matrices():
     # The LDL^T solve's kernels (unblocked and blocked) also take one matrix; JAX has none.
     assert tune_module.WORKLOADS["ldl_solve"].reference is None
-    assert set(tune_module.candidates("ldl_solve", 1, 600, "float32", (1, 2, 4),
-                                      with_xla=False)) == {"sequential", "blocked", "batched:1"}
-    assert set(tune_module.candidates("ldl_solve", 4, 600, "float32", (1, 2, 4),
-                                      with_xla=False)) == {
+    single, four = (tune_module.Cell("ldl_solve", "float32", batch, 600, 600) for batch in (1, 4))
+    assert set(tune_module.candidates(single, (1, 2, 4), with_xla=False)) == {
+        "sequential", "blocked", "batched:1"}
+    assert set(tune_module.candidates(four, (1, 2, 4), with_xla=False)) == {
         "sequential", "blocked", "batched:1", "batched:2", "batched:4", "looped:2", "looped:4"}
 
 
@@ -575,8 +576,11 @@ def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
     real = tune_module._median_ms
     monkeypatch.setattr(tune_module, "_median_ms", lambda fn, inputs, *a: (
         calls.append(inputs[0].shape) or real(fn, inputs, *a)))
+    # Without the refinement, which could measure a cell between 8 and 12 (tests of its own in
+    # test_tune_space.py).
     kwargs = dict(ops=["cholesky"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
-                  repeats=1, warmup=0, path=tmp_path / "t.json", progress=False, _allow_cpu=True)
+                  repeats=1, warmup=0, path=tmp_path / "t.json", progress=False, refine=False,
+                  _allow_cpu=True)
     jcm.tune(**kwargs)
     first = len(calls)
     assert first == 5  # xla, sequential, blocked, looped:2, batched:2
@@ -624,6 +628,8 @@ def test_tune_refuses_bad_arguments(tmp_path, kwargs, match):
 def test_tune_command_line_help():
     out = subprocess.run([sys.executable, "-m", "jax_cusolver_ms.tune", "--help"],
                          capture_output=True, text=True, timeout=120, check=True)
-    assert "--budget-s" in out.stdout and "--lanes" in out.stdout
+    for option in ("--budget-s", "--lanes", "--dtypes", "--aspects", "--nrhs", "--no-refine",
+                   "--refine-depth"):
+        assert option in out.stdout
     assert "RuntimeWarning" not in out.stderr
     assert callable(jcm.tune)
