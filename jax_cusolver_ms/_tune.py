@@ -36,6 +36,7 @@ import argparse
 import dataclasses
 import fractions
 import functools
+import json
 import math
 import statistics
 import sys
@@ -478,7 +479,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
          repeats: int = REPEATS, warmup: int = WARMUP, remeasure: bool = False,
          resume_from=None, progress: bool = True, *, aspects: Sequence[float] | None = None,
          nrhs: Sequence[int] | None = None, refine: bool = True,
-         refine_depth: int = REFINE_DEPTH, _allow_cpu: bool = False) -> TuneResult:
+         refine_depth: int = REFINE_DEPTH, ship: bool = False,
+         _allow_cpu: bool = False) -> TuneResult:
     """Measures every candidate strategy on this GPU and writes the table `auto` reads.
 
     ops: names from WORKLOADS (default all); dtypes: float32, float64, complex64, complex128
@@ -495,8 +497,10 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     again unless `remeasure`, so an interrupted run goes on where it stopped (`resume_from`:
     another file of the same key to go on from, written to `path`). A candidate whose single
     call took more than MAX_CALL_S at a cell is not measured at larger cells of the same op and
-    dtype. Returns the table, the path, the cells (or candidates) skipped with the reason and
-    the refinement's cells.
+    dtype. `ship`: `path` is a table shipped with the package (jax_cusolver_ms/tables/<gpu>.json):
+    its points are kept whatever versions measured them, and the cells it lacks are added.
+    Returns the table, the path, the cells (or candidates) skipped with the reason and the
+    refinement's cells.
 
     `_allow_cpu` (tests only) runs on a machine without a GPU, timing JAX's CPU fallback.
     """
@@ -530,9 +534,20 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
                          "True)")
 
     key = _tables.current_key(gpu)
+    if ship and path is None:
+        raise ValueError("tune: ship=True needs the shipped table's path")
     path = Path(path) if path is not None else _tables.cache_path(gpu)
     earlier = Path(resume_from) if resume_from is not None else path
-    table = _tables.read_tuned(earlier, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
+    if ship:
+        # A shipped table answers for its GPU model under any versions (tables.read_shipped):
+        # what it holds stays, measured again only with `remeasure`.
+        table = (_tables.Table.from_json(json.loads(earlier.read_text()), f"shipped {path}")
+                 if earlier.exists() else _tables.Table(gpu, f"shipped {path}", {}, key))
+        if table.gpu != gpu:
+            raise ValueError(f"tune: {earlier} is the table of {table.gpu!r}, not of this "
+                             f"GPU ({gpu!r})")
+    else:
+        table = _tables.read_tuned(earlier, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
     run = _Run(table, path, gpu, key, lanes, repeats, warmup, remeasure, budget_s)
     cells, left_out = space(ops, dtypes, sizes, batches, aspects, nrhs)
     run.skipped += left_out
@@ -613,8 +628,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None,
                    help="file to write (default: the per-user cache file auto reads, "
                         f"{_tables.cache_dir()}/tuned_<gpu>.json; ${_tables.CACHE_ENV} "
-                        "moves the folder). To ship a table: "
-                        "--out jax_cusolver_ms/tables/<gpu>.json")
+                        "moves the folder)")
+    p.add_argument("--ship", action="store_true",
+                   help="--out is the table shipped for this GPU model "
+                        "(jax_cusolver_ms/tables/<gpu>.json): keep its points, add the cells "
+                        "it lacks")
     args = p.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
     try:
@@ -622,7 +640,7 @@ def main(argv=None) -> int:
                       budget_s=args.budget_s, lanes=args.lanes, path=args.out,
                       repeats=args.repeats, remeasure=args.remeasure,
                       resume_from=args.resume_from, aspects=args.aspects, nrhs=args.nrhs,
-                      refine=args.refine, refine_depth=args.refine_depth)
+                      refine=args.refine, refine_depth=args.refine_depth, ship=args.ship)
     except (RuntimeError, ValueError) as exc:
         print(f"tune: {exc}", file=sys.stderr)
         return 2

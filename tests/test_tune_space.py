@@ -13,7 +13,7 @@ import pytest
 
 import jax_cusolver_ms as jcm
 from jax_cusolver_ms import tables
-from jax_cusolver_ms.tables import Point
+from jax_cusolver_ms.tables import Point, Table
 
 tune_module = importlib.import_module("jax_cusolver_ms._tune")
 Cell = tune_module.Cell
@@ -305,3 +305,27 @@ def test_command_line_passes_the_space(tmp_path, monkeypatch):
     assert seen["nrhs"] == [1, 8] and seen["refine"] is False and seen["sizes"] == [8, 16]
     tune_module.main([])
     assert seen["refine"] is True and seen["aspects"] is None and seen["dtypes"] is None
+
+
+def test_ship_keeps_the_shipped_points_and_adds_the_missing_cells(tmp_path, monkeypatch):
+    measure, cells = fake_measure(lambda cell: False)
+    monkeypatch.setattr(tune_module, "_measure_cell", measure)
+    path = tmp_path / "gpu.json"
+    shipped = Table("cpu", "shipped", {("getrf", "float32"): [Point(4, 16, {"xla": 7.0})]}, {})
+    path.write_text(json.dumps(shipped.to_json()))
+    kwargs = dict(ops=["lu_factor"], dtypes=["float32"], sizes=[16, 64], batches=[4],
+                  path=path, progress=False, refine=False, _allow_cpu=True)
+    jcm.tune(ship=True, **kwargs)
+    assert cells == [(4, 64)]  # 4x16 was shipped: kept, not measured again
+    table = Table.from_json(json.loads(path.read_text()), "x")
+    points = {p.key: p for p in table.entries[("getrf", "float32")]}
+    assert points[(1, 1.0, 4, 16)].times_ms == {"xla": 7.0} and (1, 1.0, 4, 64) in points
+    # The versions that measured it are recorded: the same versions resume it as a tuned table.
+    assert table.key == tables.current_key("cpu")
+    jcm.tune(**kwargs)
+    assert cells == [(4, 64)]
+    path.write_text(json.dumps(Table("Other GPU", "x", {}, {}).to_json()))
+    with pytest.raises(ValueError, match="table of 'Other GPU'"):
+        jcm.tune(ship=True, **kwargs)
+    with pytest.raises(ValueError, match="needs the shipped table's path"):
+        jcm.tune(ship=True, **dict(kwargs, path=None))
