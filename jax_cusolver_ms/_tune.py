@@ -33,6 +33,7 @@ next lowering on.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import fractions
 import functools
@@ -72,6 +73,7 @@ MAX_INPUT_GB = 4.0
 # A candidate whose one call takes longer than this is not measured at larger cells of the same
 # op and dtype (it would eat the budget of many others); above a quarter of it, fewer repeats.
 MAX_CALL_S = 20.0
+COMPILE_THREADS = 8  # candidates of a cell compiled at once
 
 
 # --- workloads: the public op timed for each routine, its inputs and JAX's own function ----------
@@ -367,7 +369,7 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
     large in every dimension."""
     inputs = jax.block_until_ready(workload.build(jax.random.key(seed), cell.batch, cell.rows,
                                                   cell.cols, cell.nrhs, cell.dtype))
-    times = {}
+    fns = {}
     for name, (strategy, count) in candidates(cell, lanes,
                                               with_xla=workload.reference is not None).items():
         too_slow = [c for c in slow.get((cell.op, cell.dtype, name), ())
@@ -377,9 +379,17 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
             skipped.append(f"{cell} {name}: one call took over {MAX_CALL_S:g} s at "
                            f"{too_slow[0].batch}x{too_slow[0].rows}x{too_slow[0].cols}")
             continue
-        fn = (workload.reference if name == _tables.XLA else
-              lambda *a, s=strategy, c=count: workload.ours(*a, strategy=s, lanes=c))
+        fns[name] = (workload.reference if name == _tables.XLA else
+                     lambda *a, s=strategy, c=count: workload.ours(*a, strategy=s, lanes=c))
+    # Compiling is most of a small cell's time, and XLA compiles outside the GIL: all the
+    # candidates at once, then each timed alone (the timing reuses the compilation).
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(fns), COMPILE_THREADS))) as pool:
+        compiled = {name: pool.submit(_timing.compiled_for_timing, fn, *inputs)
+                    for name, fn in fns.items()}
+    times = {}
+    for name, fn in fns.items():
         try:
+            compiled[name].result()
             times[name], call_s = _median_ms(fn, inputs, repeats, warmup)
         except Exception as exc:  # noqa: BLE001  (one candidate failing leaves the others)
             skipped.append(f"{cell} {name}: failed: {type(exc).__name__}: {str(exc)[:200]}")

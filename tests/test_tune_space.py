@@ -329,3 +329,29 @@ def test_ship_keeps_the_shipped_points_and_adds_the_missing_cells(tmp_path, monk
         jcm.tune(ship=True, **kwargs)
     with pytest.raises(ValueError, match="needs the shipped table's path"):
         jcm.tune(ship=True, **dict(kwargs, path=None))
+
+
+def test_candidates_compile_together_and_one_failing_leaves_the_others(monkeypatch):
+    # Every candidate is compiled before any is timed; a candidate whose compile fails is
+    # listed as skipped and the others are measured.
+    timing = importlib.import_module("jax_cusolver_ms.timing")
+    events = []
+    real_compile = timing.compiled_for_timing
+
+    def compile_(fn, *args):
+        events.append("compile")
+        if (getattr(fn, "__kwdefaults__", None) or {}).get("s") == "sequential":
+            raise RuntimeError("no kernel for this")
+        return real_compile(fn, *args)
+
+    monkeypatch.setattr(timing, "compiled_for_timing", compile_)
+    monkeypatch.setattr(tune_module, "_median_ms",
+                        lambda fn, inputs, *a: (events.append("time") or 1.0, 0.0))
+    cell = tune_module.Cell("lu_factor", "float32", 4, 8, 8, 1)
+    skipped = []
+    times = tune_module._measure_cell(tune_module.WORKLOADS["lu_factor"], cell, (2,), 1, 0, 0,
+                                      {}, skipped)
+    compiles = events.count("compile")
+    assert compiles >= 3 and events[:compiles] == ["compile"] * compiles
+    assert len(skipped) == 1 and "failed: RuntimeError: no kernel for this" in skipped[0]
+    assert len(times) == compiles - 1 and all(t == 1.0 for t in times.values())
