@@ -9,6 +9,10 @@
 #                                                  # options of python -m benchmarks.report
 #
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
+#   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
+#
+# TUNE (options of python -m jax_cusolver_ms.tune): measures into the table shipped for this GPU
+# instead of the tests and the benchmark.
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
 # SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 420), PYTEST_ARGS (more pytest arguments),
@@ -69,6 +73,33 @@ raise SystemExit(0 if jcm.gpu_available() else "the CUDA extension did not load,
                                                  "no GPU")
 EOF
 ) || { echo "EXTENSION CHECK FAILED"; exit 1; }
+
+if [[ -n "${TUNE:-}" ]]; then
+  # Measures into the table shipped for this GPU model (jax_cusolver_ms/tables/, found by its
+  # "gpu"; a new file for a model without one): its points stay, the cells it lacks are added.
+  # The table comes back as $OUT/tables/<file>: copy it into the repository.
+  table=$(python3 - <<'EOF'
+import json, pathlib, re, jax
+gpu = jax.devices()[0].device_kind
+for path in sorted(pathlib.Path("jax_cusolver_ms/tables").glob("*.json")):
+    if json.loads(path.read_text()).get("gpu") == gpu:
+        print(path)
+        break
+else:
+    print(f"jax_cusolver_ms/tables/{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}.json")
+EOF
+)
+  step "tune --ship --out $table $TUNE (log: $OUT/tune.log)"
+  eval "targs=($TUNE)"
+  # From another folder (-P and cd), so that the installed package runs.
+  (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$OLDPWD/$table" \
+    "${targs[@]}" > "$OUT/tune.log" 2>&1)
+  rc=$?
+  mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
+  grep -E "^wrote" "$OUT/tune.log"
+  echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
+  exit $rc
+fi
 
 if [[ -n "${SANITIZE:-}" ]]; then
   step "compute-sanitizer: ${SANITIZE/#1/every tool}, one at a time (logs: $OUT/sanitize-*.log)"
