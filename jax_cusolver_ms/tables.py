@@ -200,16 +200,17 @@ def bracket(points, coords: Mapping, axes=AXES):
     return [(p, w * (1 - f)) for p, w in below] + [(p, w * f) for p, w in above], ""
 
 
-def _margin_over_xla(routine: str, candidate: str, n: int, xla_ms: float) -> float:
-    """How much faster than JAX's own a candidate must measure at a point to count as a win."""
+def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
+    """How many times faster than JAX's own (xla_ms) a candidate must measure at a point for
+    a win there: 1 + the margin."""
     if n <= unguarded_max_n(routine) and parse_candidate(candidate)[0] == "batched":
-        return MARGIN
-    return XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN
+        return 1 + MARGIN
+    return 1 + (XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN)
 
 
 def _beats_xla(routine: str, candidate: str, n: int, ms: float, xla_ms: float) -> bool:
     """Whether `candidate`, measured at `ms` where JAX's own took `xla_ms`, wins by the margin."""
-    return ms * (1 + _margin_over_xla(routine, candidate, n, xla_ms)) < xla_ms
+    return xla_ms / ms > _speedup_needed(routine, candidate, n, xla_ms)
 
 
 def _simplest(times: Mapping[str, float], among: Iterable[str]) -> str:
@@ -332,7 +333,7 @@ class Table:
         cells = sorted({p.key for p, _ in around})
         basis = ("measured at " if len(cells) == 1 else "interpolated between ") + \
             ", ".join(_point_name(k) for k in cells)
-        if XLA not in [c for c in names]:
+        if XLA not in names:
             return Estimate(_simplest(times, times), ranked, basis, FASTEST)
         if XLA not in times:
             return Estimate(XLA, ranked, basis + "; JAX's own not measured at each of them",
@@ -342,10 +343,9 @@ class Table:
         for c, _ in ranked:
             if c == XLA:
                 continue
-            margins = [(p.key, t, 1 + _margin_over_xla(routine, c, n, xla_at[p.key]))
-                       for p, t in at[c]]
-            losses = [(key, xla_at[key] / t, need) for key, t, need in margins
-                      if not _beats_xla(routine, c, n, t, xla_at[key])]
+            speedups = [(p.key, xla_at[p.key] / t,
+                         _speedup_needed(routine, c, n, xla_at[p.key])) for p, t in at[c]]
+            losses = [loss for loss in speedups if loss[1] <= loss[2]]
             if not losses:
                 winners.append(c)
             elif closest is None:
