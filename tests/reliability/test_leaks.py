@@ -92,6 +92,11 @@ def test_no_growth_over_many_calls(rng, op):
     del out
     after = gauges()
     what = f"{op}: {calls} calls over {len(plan)} variants, before {before}, after {after}"
+    mib = lambda key: f"{before[key] / 2**20:.1f} -> {after[key] / 2**20:.1f} MiB"
+    # The figures of the run (shown with pytest -rP).
+    print(f"{op}: {calls} calls, {len(plan)} variants; device {mib('device')}, RSS {mib('rss')}, "
+          f"threads {before['threads']} -> {after['threads']}, lanes {before['lanes']} -> "
+          f"{after['lanes']}")
     assert after["leased_lanes"] == 0 and not after["shut_down"], what
     for key in FLAT_KEYS:
         assert after[key] <= before[key], f"{key} grew: {what}"
