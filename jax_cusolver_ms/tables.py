@@ -354,7 +354,7 @@ class Table:
             why = "no candidate measured"
             if closest is not None:
                 c, (key, speedup, need) = closest
-                why = (f"{c} is {speedup:.2f}x JAX's at {_point_name(key)}, short of the "
+                why = (f"{c} is {speedup:.3f}x JAX's at {_point_name(key)}, short of the "
                        f"{need:.2f}x it must be")
             return Estimate(XLA, ranked, f"{basis}; {why}", DISAGREED)
         return Estimate(_simplest(times, winners), ranked, basis + "; wins by the margin at each",
