@@ -3,8 +3,9 @@ for jax_cusolver_ms under `auto` (and any other strategies asked for) and for Py
 importable, every jax_cusolver_ms answer checked against the same error measure of JAX's.
 
 `OPS` lists one `Op` per operation (our function, JAX's reference, the PyTorch function, how to
-build inputs, how to measure the error of an answer); `run_cell` measures one cell. The grids
-are in benchmarks/grids.toml and the command that runs them is benchmarks.report.
+build inputs, how to measure the error of an answer); `run_cell` measures one cell, also of the
+random part's shapes (rectangular m x n, complex, nrhs right-hand sides). The grids are in
+benchmarks/grids.toml and the command that runs them is benchmarks.report.
 """
 
 from __future__ import annotations
@@ -107,71 +108,91 @@ SAME_LOWERING_SPREAD = math.log(1 / 0.95)
 
 
 # ---------------------------------------------------------------------------------------------
-# Inputs. Each builder takes (key, batch, n, dtype) and returns (args, truth): the arguments of
-# the call, and whatever the error measure needs beyond them (or None). Fresh random data for
-# every cell; never zeros.
+# Inputs. Each builder takes (key, batch, n, dtype, rows=None, nrhs=1) and returns (args, truth):
+# the arguments of the call, and whatever the error measure needs beyond them (or None). `rows`
+# is the matrix's row count where it may be rectangular (None: square n x n), `nrhs` the columns
+# of a right-hand side. Complex dtypes get complex normal entries, Hermitian where the op needs
+# symmetry. Fresh random data for every cell; never zeros.
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
-def _general(key, batch, n, dtype):
-    return (jax.random.normal(key, (batch, n, n), dtype),), None
+def _double(*xs):
+    """xs in float64, or complex128 for complex ones: the precision of the truths and checks."""
+    return [x.astype(jnp.complex128 if jnp.iscomplexobj(x) else jnp.float64) for x in xs]
 
 
-def _with_solution(key, batch, n, dtype):
-    """A x = b with x known: b = A x computed in float64, one right-hand side as a column."""
+def _mh(x):
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def _general(key, batch, n, dtype, rows=None, nrhs=1):
+    return (jax.random.normal(key, (batch, rows or n, n), dtype),), None
+
+
+def _with_solution(key, batch, n, dtype, rows=None, nrhs=1):
+    """A x = b with x known: b = A x computed in double precision, x of nrhs columns."""
     ka, kx = jax.random.split(key)
     a = jax.random.normal(ka, (batch, n, n), dtype)
-    x = jax.random.normal(kx, (batch, n, 1), dtype)
-    b = jnp.matmul(a.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    x = jax.random.normal(kx, (batch, n, nrhs), dtype)
+    b = jnp.matmul(*_double(a, x), precision=_HIGHEST)
     return (a, b.astype(dtype)), x
 
 
-def _unit_det(key, batch, n, dtype):
+def _unit_det(key, batch, n, dtype, rows=None, nrhs=1):
     """Random matrices scaled so that |det| = 1 (det of a plain random matrix over- or
-    underflows beyond n of a few hundred). The truth: the float64 determinant, and each
+    underflows beyond n of a few hundred). The truth: the double-precision determinant, and each
     matrix's condition number for it, ||A||_F ||A^-1||_F / n (>= 1; _det_error says why)."""
     (a,), _ = _general(key, batch, n, dtype)
-    _, logabsdet = jnp.linalg.slogdet(a.astype(jnp.float64))
+    _, logabsdet = jnp.linalg.slogdet(*_double(a))
     a = a * jnp.exp(-logabsdet / n).astype(dtype)[:, None, None]
-    a64 = a.astype(jnp.float64)
+    (a64,) = _double(a)
     sign, logabsdet = jnp.linalg.slogdet(a64)
     cond = _fro(a64) * _fro(jnp.linalg.inv(a64)) / n
     return (a,), (sign * jnp.exp(logabsdet), cond)
 
 
-def _spd(key, batch, n, dtype):
-    """Symmetric positive definite: A A^T / n + I."""
+def _spd(key, batch, n, dtype, rows=None, nrhs=1):
+    """Symmetric (Hermitian) positive definite: A A^H / n + I."""
     (a,), _ = _general(key, batch, n, dtype)
-    spd = jnp.matmul(a, jnp.swapaxes(a, -1, -2), precision=_HIGHEST) / n + jnp.eye(n, dtype=dtype)
+    spd = jnp.matmul(a, _mh(a), precision=_HIGHEST) / n + jnp.eye(n, dtype=dtype)
     return (spd,), None
 
 
-def _symmetric(key, batch, n, dtype):
-    """Symmetric (A + A^T) / 2 of a random matrix: a spread-out real spectrum."""
+def _symmetric(key, batch, n, dtype, rows=None, nrhs=1):
+    """Symmetric (Hermitian) (A + A^H) / 2 of a random matrix: a spread-out real spectrum."""
     (a,), _ = _general(key, batch, n, dtype)
-    return ((a + jnp.swapaxes(a, -1, -2)) / 2,), None
+    return ((a + _mh(a)) / 2,), None
 
 
-def _spd_with_solution(key, batch, n, dtype):
+def _spd_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
     ka, kx = jax.random.split(key)
     (a,), _ = _spd(ka, batch, n, dtype)
-    x = jax.random.normal(kx, (batch, n, 1), dtype)
-    b = jnp.matmul(a.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    x = jax.random.normal(kx, (batch, n, nrhs), dtype)
+    b = jnp.matmul(*_double(a, x), precision=_HIGHEST)
     return (a, b.astype(dtype)), x
 
 
-def _symmetric_with_solution(key, batch, n, dtype):
-    """Symmetric indefinite A (needs 2x2 pivots), b = A x with x known."""
-    (a, b), x = _with_solution(key, batch, n, dtype)
+def _symmetric_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
+    """Symmetric indefinite A (needs 2x2 pivots), b = A x with x known. Complex A is complex
+    symmetric, not Hermitian: what ldl_factor factors by default."""
+    (a, b), x = _with_solution(key, batch, n, dtype, nrhs=nrhs)
     sym = (a + jnp.swapaxes(a, -1, -2)) / 2
-    b = jnp.matmul(sym.astype(jnp.float64), x.astype(jnp.float64), precision=_HIGHEST)
+    b = jnp.matmul(*_double(sym, x), precision=_HIGHEST)
     return (sym, b.astype(dtype)), x
 
 
+def _least_squares(key, batch, n, dtype, rows=None, nrhs=1):
+    """A (rows x n) and b (rows x nrhs), independent: an inconsistent system where A is tall."""
+    ka, kb = jax.random.split(key)
+    a = jax.random.normal(ka, (batch, rows or n, n), dtype)
+    return (a, jax.random.normal(kb, (batch, rows or n, nrhs), dtype)), None
+
+
 # ---------------------------------------------------------------------------------------------
-# Errors: (args, truth, output) -> the worst matrix's error, in float64 with full-precision
-# products. Each is compared with the same measure of JAX's answer, so conditioning cancels out.
+# Errors: (args, truth, output) -> the worst matrix's error, in double precision with
+# full-precision products. Each is compared with the same measure of JAX's answer, so
+# conditioning cancels out.
 
 
 def _mm(x, y):
@@ -182,16 +203,12 @@ def _fro(x):
     return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1)))
 
 
-def _f64(*xs):
-    return [x.astype(jnp.float64) for x in xs]
-
-
 @jax.jit
 def _lu_error(args, truth, out):
     """||P A - L U|| / ||A||."""
-    (a,) = _f64(*args)
+    (a,) = _double(*args)
     lu, piv = out
-    (lu,) = _f64(lu)
+    (lu,) = _double(lu)
     n = a.shape[-1]
     perm = jax.lax.linalg.lu_pivots_to_permutation(piv.astype(jnp.int32), n)
     pa = jnp.take_along_axis(a, perm[..., :, None], axis=-2)
@@ -203,14 +220,14 @@ def _lu_error(args, truth, out):
 @jax.jit
 def _solution_error(args, truth, x):
     """||x - x_true|| / ||x_true||."""
-    x, x_true = _f64(x, truth)
+    x, x_true = _double(x, truth)
     return jnp.max(_fro(x - x_true) / _fro(x_true))
 
 
 @jax.jit
 def _inverse_error(args, truth, x):
     """||A X - I|| / ||I||."""
-    a, x = _f64(args[0], x)
+    a, x = _double(args[0], x)
     eye = jnp.eye(a.shape[-1], dtype=a.dtype)
     return jnp.max(_fro(_mm(a, x) - eye) / _fro(eye))
 
@@ -226,41 +243,38 @@ def _det_error(args, truth, d):
     20x bar cannot judge. A well-conditioned matrix (cond ~ 1) keeps its plain relative error:
     a wrong sign there is an error of 2."""
     d_true, cond = truth
-    d, d_true = _f64(d, d_true)
+    d, d_true = _double(d, d_true)
     return jnp.max(jnp.abs(d - d_true) / jnp.abs(d_true) / cond)
 
 
 @jax.jit
 def _cholesky_error(args, truth, l):
     """||L L^H - A|| / ||A||."""
-    a, l = _f64(args[0], l)
-    return jnp.max(_fro(_mm(l, jnp.conj(jnp.swapaxes(l, -1, -2))) - a) / _fro(a))
+    a, l = _double(args[0], l)
+    return jnp.max(_fro(_mm(l, _mh(l)) - a) / _fro(a))
 
 
 @jax.jit
 def _qr_error(args, truth, out):
     """||Q R - A|| / ||A||."""
-    (a,) = _f64(*args)
-    q, r = _f64(*out)
+    (a,) = _double(*args)
+    q, r = _double(*out)
     return jnp.max(_fro(_mm(q, r) - a) / _fro(a))
 
 
 @jax.jit
 def _r_error(args, truth, r):
     """||R^H R - A^H A|| / ||A||^2 (R alone fixes A^H A)."""
-    a, r = _f64(args[0], r)
-    gram = _mm(jnp.conj(jnp.swapaxes(a, -1, -2)), a)
-    return jnp.max(_fro(_mm(jnp.conj(jnp.swapaxes(r, -1, -2)), r) - gram) / _fro(a) ** 2)
+    a, r = _double(args[0], r)
+    return jnp.max(_fro(_mm(_mh(r), r) - _mm(_mh(a), a)) / _fro(a) ** 2)
 
 
 @jax.jit
 def _qr_multiply_error(args, truth, out):
     """||A^H (Q c) - R^H c|| / (||A|| ||c||): A = Q R with Q^H Q = I."""
-    a, c = _f64(*args)
-    qc, r = _f64(*out)
-    ah = jnp.conj(jnp.swapaxes(a, -1, -2))
-    rh = jnp.conj(jnp.swapaxes(r, -1, -2))
-    return jnp.max(_fro(_mm(ah, qc) - _mm(rh, c)) / (_fro(a) * _fro(c)))
+    a, c = _double(*args)
+    qc, r = _double(*out)
+    return jnp.max(_fro(_mm(_mh(a), qc) - _mm(_mh(r), c)) / (_fro(a) * _fro(c)))
 
 
 @jax.jit
@@ -268,8 +282,8 @@ def _backward_error(args, truth, x):
     """||A x - b|| / (||A|| ||x|| + ||b||): the solver alone. A forward error on an
     ill-conditioned matrix of the batch differs between two backward-stable solvers by chance
     (LDL^T next to JAX's LU; or LU with another blocking than JAX's)."""
-    a, b = _f64(*args)
-    (x,) = _f64(x)
+    a, b = _double(*args)
+    (x,) = _double(x)
     return jnp.max(_fro(_mm(a, x) - b) / (_fro(a) * _fro(x) + _fro(b)))
 
 
@@ -306,26 +320,27 @@ def _jax_lu_factor(a, b):
 @jax.jit
 def _eigh_error(args, truth, out):
     """||A V - V diag(w)|| / ||A|| plus ||V^H V - I|| / sqrt(n) (both sign/phase-free)."""
-    (a,) = _f64(*args)
+    (a,) = _double(*args)
     w, v = out
-    w, v = _f64(w, v)
+    w, v = _double(w, v)
     n = a.shape[-1]
     residual = _fro(_mm(a, v) - v * w[..., None, :]) / _fro(a)
-    orthogonality = _fro(_mm(jnp.conj(jnp.swapaxes(v, -1, -2)), v) - jnp.eye(n)) / jnp.sqrt(n)
+    orthogonality = _fro(_mm(_mh(v), v) - jnp.eye(n)) / jnp.sqrt(n)
     return jnp.max(residual + orthogonality)
 
 
 def _sorted_eigenvalues(a):
-    return jnp.sort(jnp.linalg.eigvalsh(a.astype(jnp.float64)), axis=-1)
+    return jnp.sort(jnp.linalg.eigvalsh(*_double(a)), axis=-1)
 
 
 @jax.jit
 def _eigvalsh_error(args, truth, w):
-    """max |w - w_float64| / ||A||_F, against float64 eigenvalues of the same matrices."""
+    """max |w - w_double| / ||A||_F, against double-precision eigenvalues of the same
+    matrices."""
     (a,) = args
     ref = _sorted_eigenvalues(a)
     err = jnp.max(jnp.abs(w.astype(jnp.float64) - ref), axis=-1)
-    return jnp.max(err / _fro(a.astype(jnp.float64)))
+    return jnp.max(err / _fro(*_double(a)))
 
 
 @jax.jit
@@ -340,10 +355,10 @@ def _eig_error(args, truth, out):
 
 @jax.jit
 def _eigvals_error(args, truth, w):
-    """Eigenvalues as a set: the largest distance from one of them to the nearest of a float64
-    reference (the order is the solver's), over ||A||_F."""
+    """Eigenvalues as a set: the largest distance from one of them to the nearest of a
+    double-precision reference (the order is the solver's), over ||A||_F."""
     a = args[0]
-    ref = jnp.linalg.eigvals(a.astype(jnp.complex128 if jnp.iscomplexobj(a) else jnp.float64))
+    ref = jnp.linalg.eigvals(*_double(a))
     d = jnp.abs(w.astype(jnp.complex128)[..., :, None] - ref[..., None, :])
     return jnp.max(jnp.max(jnp.min(d, axis=-1), axis=-1) / _fro(a.astype(jnp.complex128)))
 
@@ -351,28 +366,63 @@ def _eigvals_error(args, truth, w):
 @jax.jit
 def _svd_error(args, truth, out):
     """max(||U diag(S) V^H - A|| / ||A||, ||U^H U - I|| / ||I||, ||V^H V - I|| / ||I||)."""
-    (a,) = _f64(*args)
+    (a,) = _double(*args)
     u, s, vh = out
-    u, vh = _f64(u, vh)
+    u, vh = _double(u, vh)
     k = s.shape[-1]
     recon = _mm(u[..., :, :k] * s[..., None, :].astype(u.dtype), vh[..., :k, :])
     eye_u, eye_v = jnp.eye(u.shape[-1]), jnp.eye(vh.shape[-2])
-    orth_u = _fro(_mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u) - eye_u) / _fro(eye_u)
-    orth_v = _fro(_mm(vh, jnp.conj(jnp.swapaxes(vh, -1, -2))) - eye_v) / _fro(eye_v)
+    orth_u = _fro(_mm(_mh(u), u) - eye_u) / _fro(eye_u)
+    orth_v = _fro(_mm(vh, _mh(vh)) - eye_v) / _fro(eye_v)
     return jnp.max(jnp.maximum(_fro(recon - a) / _fro(a), jnp.maximum(orth_u, orth_v)))
 
 
-def _with_singular_values(key, batch, n, dtype):
-    """General matrices; the truth is their singular values, computed in float64."""
-    (a,), _ = _general(key, batch, n, dtype)
-    return (a,), jnp.linalg.svdvals(a.astype(jnp.float64))
+def _with_singular_values(key, batch, n, dtype, rows=None, nrhs=1):
+    """General matrices; the truth is their singular values, computed in double precision."""
+    (a,), _ = _general(key, batch, n, dtype, rows)
+    return (a,), jnp.linalg.svdvals(*_double(a))
 
 
 @jax.jit
 def _svdvals_error(args, truth, s):
     """||s - s_true|| / ||s_true||."""
-    s, s_true = _f64(s, truth)
+    s, s_true = _double(s, truth)
     return jnp.max(jnp.linalg.norm(s - s_true, axis=-1) / jnp.linalg.norm(s_true, axis=-1))
+
+
+@jax.jit
+def _lstsq_error(args, truth, out):
+    """The least-squares conditions, free of A's conditioning: the normal equations,
+    ||A^H (b - A x)|| / (||A|| (||A|| ||x|| + ||b||)), which a backward-stable solver meets to
+    about eps; and for a wide A (m < n, full row rank) the minimum norm: x's share outside A's
+    row space, ||x - Q Q^H x|| / ||x|| with Q the orthonormal basis of A^H's columns."""
+    a, b = _double(*args)
+    (x,) = _double(out[0])
+    error = _fro(_mm(_mh(a), b - _mm(a, x))) / (_fro(a) * (_fro(a) * _fro(x) + _fro(b)))
+    if a.shape[-2] < a.shape[-1]:
+        q = jnp.linalg.qr(_mh(a))[0]
+        error += _fro(x - _mm(q, _mm(_mh(q), x))) / _fro(x)
+    return jnp.max(error)
+
+
+@jax.jit
+def _pinv_error(args, truth, x):
+    """The four Penrose conditions, the worst of: ||A X A - A|| / ||A||, ||X A X - X|| / ||X||,
+    and A X and X A Hermitian (relative to their norms)."""
+    a, x = _double(args[0], x)
+    ax, xa = _mm(a, x), _mm(x, a)
+    return jnp.max(jnp.maximum(
+        jnp.maximum(_fro(_mm(ax, a) - a) / _fro(a), _fro(_mm(xa, x) - x) / _fro(x)),
+        jnp.maximum(_fro(ax - _mh(ax)) / _fro(ax), _fro(xa - _mh(xa)) / _fro(xa))))
+
+
+def _jax_lstsq(a, b):
+    # jnp.linalg.lstsq takes one matrix (as jcm.lstsq): a batch is a vmap of it.
+    return jax.vmap(jnp.linalg.lstsq)(a, b)
+
+
+def _lstsq(a, b, **kw):
+    return jax.vmap(functools.partial(jcm.lstsq, **kw))(a, b)
 
 
 _SVD_QR = jax.lax.linalg.SvdAlgorithm.QR
@@ -401,11 +451,15 @@ class Op:
     name: str  # also the jax_cusolver_ms function's name, unless `ours` is given
     reference: Callable[..., Any]  # JAX's function on the same inputs
     torch: str | None  # dotted attribute of the torch module, called on the same inputs
-    build: Callable[..., tuple]  # (key, batch, n, dtype) -> (args, truth)
+    build: Callable[..., tuple]  # (key, batch, n, dtype, rows=None, nrhs=1) -> (args, truth)
     error: Callable[[tuple, Any, Any], Any]  # (args, truth, output) -> scalar error
     ours: str | Callable | None = None  # jax_cusolver_ms attribute or a function of ours
     routine: str | None = None  # the name jcm.explain() knows the op's main routine by
     error_floor: dict | None = None  # per dtype, where the op's error is not ERROR_FLOOR's scale
+
+    def floor(self, dtype: str) -> float:
+        """The error floor of `dtype`; a complex dtype has its real counterpart's precision."""
+        return (self.error_floor or ERROR_FLOOR)[np.finfo(np.dtype(dtype)).dtype.name]
 
     def our_fn(self, strategy: str, lanes: int | None) -> Callable[..., Any]:
         fn = self.ours if callable(self.ours) else getattr(jcm, self.ours or self.name)
@@ -457,6 +511,10 @@ OPS = {
         # The QR-iteration SVD (gesvd) against JAX's: where it crosses over Jacobi (default).
         Op("svd_qr", functools.partial(jax.lax.linalg.svd, algorithm=_SVD_QR), None, _general,
            _svd_error, ours=lambda a, **kw: jcm.svd(a, algorithm="qr", **kw), routine="gesvd"),
+        # Both through an SVD; the whole result is timed (lstsq's residuals, rank and s too).
+        Op("lstsq", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error, ours=_lstsq,
+           routine="lstsq"),
+        Op("pinv", jnp.linalg.pinv, "linalg.pinv", _general, _pinv_error),
     ]
 }
 
@@ -640,11 +698,11 @@ def short(exc: BaseException) -> str:
 # One cell.
 
 
-def auto_plan(op: Op, shape, dtype: str, args) -> dict:
+def auto_plan(op: Op, shape, dtype: str, args, nrhs: int = 1) -> dict:
     """What `auto` runs for the op's first operand of `shape` (jcm.explain), as JSON."""
     try:
         plan = jcm.explain(op.routine or op.ours or op.name, tuple(shape), np.dtype(dtype),
-                           strategy="auto", lanes=args.lanes)
+                           strategy="auto", lanes=args.lanes, nrhs=nrhs)
     except Exception as exc:  # noqa: BLE001
         return {"failed": short(exc)}
     found = {k: _jsonable(getattr(plan, k, None)) for k in ("strategy", "lanes", "reason",
@@ -653,27 +711,44 @@ def auto_plan(op: Op, shape, dtype: str, args) -> dict:
     return found
 
 
-def first_operand_shape(op: Op, dtype: str, batch: int, n: int) -> tuple:
-    return tuple(jax.eval_shape(lambda: op.build(jax.random.key(0), batch, n, dtype)[0])[0].shape)
+def _shape_kw(rows: int | None, nrhs: int | None) -> dict:
+    """The builder's keywords for a rectangular matrix or other right-hand sides (none for the
+    grid's square cells)."""
+    return {k: v for k, v in (("rows", rows), ("nrhs", nrhs)) if v is not None}
 
 
-def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> dict:
+def first_operand_shape(op: Op, dtype: str, batch: int, n: int, rows: int | None = None,
+                        nrhs: int | None = None) -> tuple:
+    build = functools.partial(op.build, jax.random.key(0), batch, n, dtype,
+                              **_shape_kw(rows, nrhs))
+    return tuple(jax.eval_shape(lambda: build()[0])[0].shape)
+
+
+def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
+             rows: int | None = None, nrhs: int | None = None) -> dict:
+    """One cell: batch matrices n x n, or rows x n with `rows`, and right-hand sides of `nrhs`
+    columns for the ops that take them (recorded as "m" and "nrhs" where given)."""
     cell: dict[str, Any] = {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "impls": {}}
+    if rows is not None:
+        cell["m"] = rows
+    if nrhs is not None:
+        cell["nrhs"] = nrhs
     key = jax.random.key(seed)
-    shapes = jax.eval_shape(lambda: op.build(key, batch, n, dtype)[0])
+    build = functools.partial(op.build, key, batch, n, dtype, **_shape_kw(rows, nrhs))
+    shapes = jax.eval_shape(lambda: build()[0])
     cell["input_bytes"] = int(sum(s.size * s.dtype.itemsize for s in shapes))
     if cell["input_bytes"] > args.max_input_gb * 1e9:
         cell["status"] = "skipped"
         cell["note"] = f"inputs {cell['input_bytes'] / 1e9:.3g} GB > {args.max_input_gb:g} GB"
         return cell
     try:
-        inputs, truth = jax.block_until_ready(op.build(key, batch, n, dtype))
+        inputs, truth = jax.block_until_ready(build())
     except Exception as exc:  # noqa: BLE001
         cell["status"] = "error"
         cell["note"] = "building inputs: " + short(exc)
         return cell
     impls = cell["impls"]
-    floor = (op.error_floor or ERROR_FLOOR)[dtype]
+    floor = op.floor(dtype)
     timed = {}  # impl name -> its function, for the extra --rounds
 
     # JAX's reference: its time, and its error, which sets the bar for ours.
@@ -698,7 +773,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int) -> 
 
     same_as_jax = None  # the impl whose program is JAX's very one: timed once, as JAX's
     if jcm is not None and hasattr(jcm, "explain"):
-        cell["explain"] = auto_plan(op, inputs[0].shape, dtype, args)
+        cell["explain"] = auto_plan(op, inputs[0].shape, dtype, args, nrhs=nrhs or 1)
     same_lowering = (cell.get("explain") or {}).get("strategy") == "xla"
     if jcm is None:
         cell["note"] = "jax_cusolver_ms not importable: " + JCM_IMPORT_ERROR

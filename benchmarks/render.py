@@ -13,13 +13,14 @@ import math
 import os
 import re
 
-from . import bench, matmul as _matmul
+from . import bench, matmul as _matmul, random_shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
 DOCS_PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
 FORMAT = 1
 PARITY = 0.95  # the bar: no cell below this fraction of JAX's speed
+LOW = 0.90  # the random part counts the shapes below this too: clearly slower, not noise
 FIGURE_DPI = 90
 
 
@@ -54,9 +55,10 @@ def _short_text(text, limit=300):
 
 
 def compact_cell(cell: dict) -> dict:
-    """A square cell without its raw samples: per implementation the median and min ms, the
-    error and the check; what `auto` picked; the bar its answers were held to."""
-    out = {k: cell[k] for k in ("op", "dtype", "batch", "n", "status") if k in cell}
+    """A square cell or a random shape without its raw samples: per implementation the median
+    and min ms, the error and the check; what `auto` picked; the bar its answers were held to."""
+    out = {k: cell[k] for k in ("index", "op", "dtype", "batch", "m", "n", "nrhs", "status")
+           if k in cell}
     if cell.get("note"):
         out["note"] = _short_text(cell["note"])
     impls = {}
@@ -192,11 +194,41 @@ def summarize_matmul(rows: list[dict]) -> dict:
             "missing_the_bar": [r["cell"] for r in rows if not r.get("meets_bar")]}
 
 
+def summarize_random(shapes: list[dict]) -> dict:
+    """The random part's summary: over the shapes measured, the geometric mean of the speed-up
+    over JAX, every shape below PARITY (slowest first, with what `auto` picked) and how many are
+    below LOW; the skipped shapes with the reason; the number of failures."""
+    speedups, below, skipped = [], [], []
+    for c in shapes:
+        if c.get("status") == "skipped":
+            skipped.append(f"{cell_name(c)}: {c.get('note', '')}")
+            continue
+        s = speedup(c)
+        if s is None:
+            continue
+        speedups.append(s)
+        if s < PARITY:
+            below.append({"index": c["index"], "shape": cell_name(c), "speedup": s,
+                          "auto_picks": picks(c), "same_program": c.get("same_program")})
+    return {"shapes": len(shapes), "measured": len(speedups),
+            "geomean_vs_jax": geomean(speedups), "min_vs_jax": min(speedups, default=None),
+            "parity_bar": PARITY, "below_parity": sorted(below, key=lambda b: b["speedup"]),
+            "low_bar": LOW, "below_low_bar": sum(1 for s in speedups if s < LOW),
+            "skipped": skipped, "failures": len(failures(shapes))}
+
+
+def cell_name(cell: dict) -> str:
+    """"op dtype BxN" of a square cell, random_shapes.label of a random one."""
+    if "m" in cell:
+        return random_shapes.label(cell)
+    return f"{cell['op']} {cell['dtype']} {cell['batch']}x{cell['n']}"
+
+
 def failures(cells: list[dict]) -> list[str]:
     """One line per failure; the same error message in several places is listed once."""
     wrong, errors = [], {}
     for c in cells:
-        where = f"{c['op']} {c['dtype']} {c['batch']}x{c['n']}"
+        where = cell_name(c)
         if c.get("status") == "error" and "note" in c and not c["impls"]:
             errors.setdefault(c["note"].splitlines()[0][:300], []).append(where)
         for name, r in c["impls"].items():
@@ -328,6 +360,25 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
     return "\n".join(lines) + "\n"
 
 
+def _check(impls: dict) -> str:
+    """A cell's check in words: the strategies whose answer was wrong or that failed, else ok
+    and the largest error of ours."""
+    wrong = [n.split(":", 1)[1] for n, r in impls.items() if r.get("ok") is False]
+    failed = [n.replace("jcm:", "") for n, r in impls.items() if "failed" in r]
+    check = []
+    if wrong:
+        check.append("WRONG " + ",".join(wrong))
+    if failed:
+        every = [n.replace("jcm:", "") for n in impls if n.startswith("jcm:")]
+        if len(every) > 1 and all(n in failed for n in every):
+            failed = ["all jcm"] + [n for n in failed if n not in every]
+        check.append("ERR " + ",".join(failed))
+    if not check:
+        errs = [r["error"] for n, r in impls.items() if n.startswith("jcm:") and "error" in r]
+        check.append(f"ok ({max(errs):.0e})" if errs else "no jcm")
+    return "; ".join(check)
+
+
 def cells_markdown(cells: list[dict], strategies) -> str:
     """The table of every square cell."""
     head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax", "auto picks", "best jcm",
@@ -351,21 +402,8 @@ def cells_markdown(cells: list[dict], strategies) -> str:
         chosen = "-"
         if plan.get("strategy") is not None:
             chosen = str(plan["strategy"]) + (f"/{plan['lanes']}" if plan.get("lanes") else "")
-        wrong = [n.split(":", 1)[1] for n, r in impls.items() if r.get("ok") is False]
-        failed = [n.replace("jcm:", "") for n, r in impls.items() if "failed" in r]
-        check = []
-        if wrong:
-            check.append("WRONG " + ",".join(wrong))
-        if failed:
-            every = [n.replace("jcm:", "") for n in impls if n.startswith("jcm:")]
-            if len(every) > 1 and all(n in failed for n in every):
-                failed = ["all jcm"] + [n for n in failed if n not in every]
-            check.append("ERR " + ",".join(failed))
-        if not check:
-            errs = [r["error"] for n, r in impls.items() if n.startswith("jcm:") and "error" in r]
-            check.append(f"ok ({max(errs):.0e})" if errs else "no jcm")
         rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), ratio,
-                     chosen, best, _ms(impls.get("torch"), True), "; ".join(check)])
+                     chosen, best, _ms(impls.get("torch"), True), _check(impls)])
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     floors = ", ".join(f"{d} {v:g}" for d, v in bench.ERROR_FLOOR.items())
@@ -377,6 +415,55 @@ def cells_markdown(cells: list[dict], strategies) -> str:
               f"{', '.join(strategies)}. 'best jcm': the fastest whose answer passed the check, "
               f"error <= max({bench.ERROR_RATIO:g} x JAX's error, {floors}); '(wrong)' marks a "
               "failed check; 'auto picks': jcm.explain()'s strategy/lanes."]
+    return "\n".join(lines) + "\n"
+
+
+def random_summary_line(part: dict) -> str:
+    """N shapes, the seed, the geometric mean, the counts below PARITY and LOW."""
+    args, s = part["args"], part["summary"]
+    line = (f"{s['shapes']} shapes drawn with seed {args['seed']}: geometric mean of the "
+            f"speed-up over JAX **{_x(s['geomean_vs_jax'])}** over {s['measured']} measured; "
+            f"below {s['parity_bar']:.2f}x: {len(s['below_parity'])}, below {s['low_bar']:.2f}x: "
+            f"{s['below_low_bar']}; skipped: {len(s['skipped'])}; failures: {s['failures']}.")
+    if not part.get("complete"):
+        line += f" **Partial: {s['shapes']} of {part.get('total', '?')} shapes.**"
+    return line
+
+
+def random_markdown(part: dict) -> str:
+    """The random part: what was drawn, the summary line, the shapes below PARITY (slowest
+    first), the skipped ones, then every shape in the order drawn."""
+    args, s = part["args"], part["summary"]
+    batch = f", batch up to {args['max_batch']}" if args.get("max_batch") else ""
+    lines = [f"Shapes drawn by `benchmarks/random_shapes.py` from {', '.join(args['ops'])}; "
+             f"{', '.join(args['dtypes'])}; n up to {args['max_n']}{batch}. Speed-up = JAX's "
+             "time / jax-cusolver-ms `auto`'s.", "", random_summary_line(part), "",
+             f"### Below {s['parity_bar']}x of JAX", ""]
+    if s["below_parity"]:
+        lines += ["| # | shape | speed-up | `auto` runs |", "|---|---|---|---|"]
+        lines += [f"| {b['index']} | {b['shape']} | {b['speedup']:.2f}x | {b['auto_picks']}"
+                  + (" (the very program JAX compiles)" if b.get("same_program") else "") + " |"
+                  for b in s["below_parity"]]
+    else:
+        lines.append("None.")
+    if s["skipped"]:
+        lines += ["", "Skipped:"] + [f"- {k}" for k in s["skipped"]]
+    lines += ["", "### Every shape", "",
+              "| # | op | dtype | batch | m x n | nrhs | jax | jcm auto | vs jax | auto runs | "
+              "check |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in part["shapes"]:
+        head = (f"| {c['index']} | {c['op']} | {c['dtype']} | {c['batch']} | {c['m']}x{c['n']} | "
+                f"{c['nrhs'] if c['op'] in random_shapes.SOLVES else '-'} |")
+        if c.get("status") == "skipped":
+            lines.append(f"{head} skipped: {c.get('note', '')} | | | | |")
+            continue
+        impls = c["impls"]
+        lines.append(f"{head} {_ms(impls.get('jax'), True)} | {_ms(impls.get('jcm:auto'), True)} "
+                     f"| {_x(speedup(c))} | {picks(c)} | {_check(impls)} |")
+    lines += ["", "ms for the whole batch, median (min); 'check' as the grid's."]
+    notes = failures(part["shapes"])
+    if notes:
+        lines += ["", "Failures:"] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -438,9 +525,10 @@ def matmul_brief_markdown(rows: list[dict]) -> str:
 
 
 def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()) -> str:
-    """report.md: the summary, the headline cells, matmul, then every cell and any failure."""
-    square, mm = doc.get("square"), doc.get("matmul")
-    env = (square or mm or {}).get("environment", {})
+    """report.md: the summary, the headline cells, matmul, the random shapes, then every cell
+    and any failure."""
+    square, mm, rnd = doc.get("square"), doc.get("matmul"), doc.get("random")
+    env = (square or mm or rnd or {}).get("environment", {})
     lines = [f"# Benchmark report: {doc['gpu']}", "",
              "Generated by `python -m benchmarks.report` from report.json: do not edit. How the "
              "cells are measured: [docs/benchmarks.md](../../../docs/benchmarks.md).", ""]
@@ -465,6 +553,8 @@ def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()
                   f"{_x(s['geomean_vs_xla'])}, min {_x(s['min_vs_xla'])}, max "
                   f"{_x(s['max_vs_xla'])}. {_versions(mm.get('environment', {}))}.", "",
                   _matmul.markdown(mm["cells"], mm.get("args", {}))]
+    if rnd:
+        lines += ["## Random shapes", "", random_markdown(rnd)]
     if plot_note:
         lines += ["## Figures", "", f"None ({plot_note}).", ""]
     elif figures:
@@ -505,6 +595,14 @@ def brief(doc: dict) -> str:
         lines.append(f"{'matmul':<12} {'':<8} {s['cells']:>5} {_x(s['geomean_vs_xla']):>15} "
                      f"{_x(s['min_vs_xla']):>7}  vs XLA; missing the bar: "
                      f"{', '.join(s['missing_the_bar']) or 'none'}")
+    rnd = doc.get("random")
+    if rnd:
+        lines.append("random: " + random_summary_line(rnd).replace("**", ""))
+        for b in rnd["summary"]["below_parity"]:
+            lines.append(f"  {b['speedup']:.2f}x  #{b['index']} {b['shape']} (auto: "
+                         f"{b['auto_picks']})")
+        for line in failures(rnd["shapes"])[:10]:
+            lines.append("  " + line[:160])
     return "\n".join(lines) + "\n"
 
 
@@ -679,6 +777,34 @@ _METHOD = """\
 """
 
 
+_RANDOM = """\
+## Random shapes
+
+The grid's cells are square and real; users call more. The random part of a report draws shapes
+from the calls users make of every op JAX has too (all but LDL^T and the QR-iteration SVD, plus
+`lstsq` and `pinv`): float32, float64, complex64 and complex128 (Hermitian, and positive
+definite, where the op needs it); n log-uniform in 2..4096; for qr, qr_r, svd, svdvals, lstsq
+and pinv half the time a rectangular m x n, m/n log-uniform within 1/16..16; 1 to 256
+right-hand sides for solve, cho_solve, qr_multiply and lstsq; the batch log-uniform from 1 up to
+10^5 where the larger side is up to 32, 4096 up to 128, 256 up to 1024 and 16 above, a shape
+whose inputs exceed `--max-input-gb` drawn again
+([benchmarks/random_shapes.py](../benchmarks/random_shapes.py)). The same seed draws the same
+shapes. Each is timed and checked as a grid cell, `auto` against
+JAX's function; a shape where one JAX call takes over `--jax-limit-s` is skipped and listed.
+
+```bash
+python -m benchmarks.report --random 300 --seed 1 --out DIR   # this part alone
+python -m benchmarks.report --show DIR/report.json            # its summary
+```
+
+The full grid has it (300 shapes, seed 1); `--budget-s` and `--resume` work as for the grid
+(shapes already measured with the same seed are kept). Reading it: the summary line gives the
+geometric mean of the speed-up over JAX and how many shapes are below 0.95x and below 0.90x;
+then every shape below 0.95x, slowest first, with what `auto` ran; then every shape in the order
+drawn (`#` is its index in the draw).
+"""
+
+
 _REGENERATE = """\
 ## Regenerating a report
 
@@ -718,8 +844,8 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
              "and min ms of each implementation, the error and what `auto` picked), "
              "`report.md` (every cell) and `figures/`.", ""]
     for folder, doc in reports:
-        square, mm = doc.get("square"), doc.get("matmul")
-        env = (square or mm or {}).get("environment", {})
+        square, mm, rnd = doc.get("square"), doc.get("matmul"), doc.get("random")
+        env = (square or mm or rnd or {}).get("environment", {})
         base = f"../benchmarks/results/{folder}"
         lines += [f"## {doc['gpu']}", "", f"{_versions(env)}; last run {env.get('date', '?')}. "
                   f"Every cell: [report.md]({base}/report.md).", ""]
@@ -759,7 +885,12 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
                       f"(min {_x(s['min_vs_xla'])}, max {_x(s['max_vs_xla'])}); missing the "
                       f"bar: {', '.join(s['missing_the_bar']) or 'none'}.", "",
                       matmul_brief_markdown(mm["cells"])]
-    lines += [_METHOD, _REGENERATE]
+        if rnd:
+            lines += ["### Random shapes", "", random_summary_line(rnd), ""]
+            lines += [f"- {b['shape']}: {b['speedup']:.2f}x (auto: {b['auto_picks']})"
+                      for b in rnd["summary"]["below_parity"]]
+            lines += [""] if rnd["summary"]["below_parity"] else []
+    lines += [_METHOD, _RANDOM, _REGENERATE]
     return "\n".join(lines)
 
 

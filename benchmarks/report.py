@@ -7,6 +7,7 @@ Run from the repository root:
     python -m benchmarks.report --grid full         # the acceptance grid: hours on one H100
     python -m benchmarks.report --grid full --resume --budget-s 500   # the same, in steps
     python -m benchmarks.report --ops lu_factor,qr --dtypes float32 --sizes 256,1024 --out DIR
+    python -m benchmarks.report --random 300 --seed 1 --out DIR   # random shapes against JAX
     python -m benchmarks.report --render benchmarks/results/H100/report.json   # measure nothing
 
 A report is a folder: report.json (per cell the median and min ms of each implementation, the
@@ -19,7 +20,9 @@ Square cells are measured by benchmarks.bench.run_cell (JAX's function, jax_cuso
 `auto` and each --strategies entry, PyTorch where importable, every answer checked); matmul cells
 by benchmarks.matmul. Cells whose inputs exceed --max-input-gb, or beyond one where JAX took
 longer than --jax-limit-s a call (a smaller batch or n of the same op and dtype), are skipped and
-listed with the reason.
+listed with the reason. The random part draws --random N shapes (benchmarks.random_shapes:
+rectangular, complex, several right-hand sides) and times `auto` against JAX on each with the
+same run_cell; a shape whose JAX call takes over --jax-limit-s is skipped.
 """
 from __future__ import annotations
 
@@ -32,12 +35,14 @@ import time
 import tomllib
 import traceback
 
-from . import bench, matmul as _matmul, render
+from . import bench, matmul as _matmul, random_shapes, render
 from .render import summarize, summary_markdown  # noqa: F401  (the report's summary)
 
 GRIDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids.toml")
 JAX_LIMIT_S = 20.0
-_PARTS = ("square", "matmul")
+_PARTS = ("square", "matmul", "random")
+# The keys of a grid's random part (grids.toml).
+_RANDOM_KEYS = {"count", "seed", "ops", "dtypes", "max_n", "max_batch", "repeats", "jax_limit_s"}
 # What a report records of the options that shaped it.
 _SQUARE_ARGS = ("ops", "dtypes", "batches", "sizes", "strategies", "repeats", "min_repeats",
                 "jax_limit_s", "max_input_gb", "no_torch", "lanes")
@@ -61,6 +66,15 @@ def load_grids(path: str = GRIDS_FILE) -> dict:
         if isinstance(wanted, list) and set(wanted) - set(cells):
             raise ValueError(f"{path}: grid {name!r}: unknown matmul cells "
                              f"{sorted(set(wanted) - set(cells))}")
+        rnd = spec.get("random", {})
+        if set(rnd) - _RANDOM_KEYS:
+            raise ValueError(f"{path}: grid {name!r}: unknown random keys "
+                             f"{sorted(set(rnd) - _RANDOM_KEYS)}")
+        undrawable = (set(rnd.get("ops", ())) - set(random_shapes.OPS)) | (
+            set(rnd.get("dtypes", ())) - set(random_shapes.DTYPES))
+        if undrawable:
+            raise ValueError(f"{path}: grid {name!r}: the random part cannot draw "
+                             f"{sorted(undrawable)}")
     return {"grids": grids, "matmul_cells": cells,
             "headline": doc.get("headline", {}).get("cells", [])}
 
@@ -185,12 +199,74 @@ def _stale(cell: dict, args, bench_args) -> bool:
     if cell.get("status") == "skipped" or bench.jcm is None:
         return False
     op = bench.OPS[cell["op"]]
-    shape = bench.first_operand_shape(op, cell["dtype"], cell["batch"], cell["n"])
+    # A random shape's rows and right-hand sides (the grid's cells have neither).
+    rows = {"rows": cell["m"]} if "m" in cell else {}
+    nrhs = {"nrhs": cell["nrhs"]} if "nrhs" in cell else {}
+    shape = bench.first_operand_shape(op, cell["dtype"], cell["batch"], cell["n"], **rows, **nrhs)
     before = _plan_key(cell.get("explain"))
     if before is None:  # no plan recorded: nothing to compare with
         return False
-    now = _plan_key(bench.auto_plan(op, shape, cell["dtype"], bench_args))
+    now = _plan_key(bench.auto_plan(op, shape, cell["dtype"], bench_args, **nrhs))
     return now is not None and now != before
+
+
+# --- the random shapes ----------------------------------------------------------------------------
+
+def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dict]:
+    """Measures each drawn shape with bench.run_cell (`auto` against JAX; torch is not timed);
+    `done`: entries of an earlier run with the same seed (--resume), kept where they are the
+    shape drawn at their index and not stale (_stale). `write(entries)` after every shape."""
+    earlier = {e.get("index"): e for e in done}
+
+    def kept_at(i):
+        e = earlier.get(i)
+        return e if e is not None and all(e.get(k) == v for k, v in shapes[i].items()) else None
+
+    entries = []
+    bar = _progress(len(shapes), "random")
+    budget = getattr(args, "budget_s", None)
+    started = getattr(args, "started", None) or time.perf_counter()
+    try:
+        for index, shape in enumerate(shapes):
+            t0 = time.perf_counter()
+            if budget is not None and t0 - started >= budget:
+                left = [e for i in range(index, len(shapes)) if (e := kept_at(i))]
+                entries += left
+                write(entries)
+                print(f"\n# --budget-s {budget:g} spent: {len(shapes) - index} random shapes "
+                      f"not reached ({len(left)} of them kept from the earlier run) for --resume",
+                      flush=True)
+                break
+            kept = kept_at(index)
+            if kept is not None and not _stale(kept, args, bench_args):
+                entry = kept
+            else:
+                try:
+                    entry = bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
+                                           shape["n"], bench_args, None,
+                                           seed=bench_args.seed + index, rows=shape["m"],
+                                           nrhs=shape["nrhs"])
+                except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
+                    entry = {**shape, "impls": {}, "status": "error",
+                             "note": "runner: " + bench.short(exc),
+                             "traceback": traceback.format_exc()}
+                entry.update(index=index, measured_at=round(time.time(), 1),
+                             seconds=round(time.perf_counter() - t0, 2))
+            entries.append(entry)
+            # The earlier run's shapes not reached yet go into every checkpoint (as run_grid's).
+            write(entries + [e for i in range(index + 1, len(shapes)) if (e := kept_at(i))])
+            s = render.speedup(entry)
+            line = random_shapes.label(shape) + ": " + (f"{s:.2f}x" if s else
+                                                        entry.get("status", "?"))
+            if bar is not None:
+                bar.set_postfix_str(line)
+                bar.update(1)
+            else:
+                print(f"[random {index + 1}/{len(shapes)}] {line}", flush=True)
+    finally:
+        if bar is not None:
+            bar.close()
+    return entries
 
 
 # --- the report folder ----------------------------------------------------------------------------
@@ -218,6 +294,16 @@ def matmul_part(env: dict, run_args: dict, rows: list[dict], total: int) -> dict
     return {"environment": render.compact_env(env), "args": run_args,
             "complete": len(rows) >= total, "total": total,
             "summary": render.round_floats(render.summarize_matmul(rows), 5), "cells": rows}
+
+
+def random_part(env: dict, run_args: dict, entries: list[dict]) -> dict:
+    """The random part: its draw's arguments (count, seed, ...), the summary (render's
+    summarize_random) and every shape measured, in the order drawn."""
+    shapes = [render.compact_cell(e) for e in sorted(entries, key=lambda e: e["index"])]
+    return {"environment": render.compact_env(env), "args": run_args,
+            "complete": len(shapes) >= run_args["count"], "total": run_args["count"],
+            "summary": render.round_floats(render.summarize_random(shapes), 5),
+            "shapes": shapes}
 
 
 def write_report(out: str, doc: dict, figures: dict | None = None, plot_note: str | None = None,
@@ -295,8 +381,10 @@ def parse_args(argv=None):
     g.add_argument("--only", choices=_PARTS, default=None,
                    help="run only this part of the grid")
     g.add_argument("--ops", type=bench._list, default=None,
-                   help=f"square part: comma-separated, from {','.join(bench.OPS)}")
-    g.add_argument("--dtypes", type=bench._list, default=None, help="square part: dtypes")
+                   help=f"square part: comma-separated, from {','.join(bench.OPS)} (and the "
+                        "random part's draw: those of them it draws)")
+    g.add_argument("--dtypes", type=bench._list, default=None,
+                   help="square part: dtypes (and the random part's draw, as --ops)")
     g.add_argument("--batches", type=_ints, default=None, help="square part: batch sizes")
     g.add_argument("--sizes", type=_ints, default=None, help="square part: matrix orders n")
     g.add_argument("--strategies", type=bench._list, default=None,
@@ -304,6 +392,13 @@ def parse_args(argv=None):
                         "STRATEGY[:LANES]")
     g.add_argument("--matmul-cells", type=bench._list, default=None,
                    help="matmul part: cell names (see grids.toml), or 'all'")
+    g.add_argument("--random", type=int, default=None, metavar="N",
+                   help="random part: draw N shapes (benchmarks/random_shapes.py) and time "
+                        "`auto` against JAX on each; alone (no --grid), the random part only, "
+                        "from the space of the default grid's random part (smoke's small one "
+                        "without a GPU, else the full space); --ops / --dtypes narrow the draw")
+    g.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="random part: the draw's seed (default: the grid's, else 0)")
     m = p.add_argument_group("how")
     m.add_argument("--repeats", type=int, default=None)
     m.add_argument("--min-repeats", type=int, default=None,
@@ -355,6 +450,9 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.no_docs:
         args.docs = ""
+    given = {k: getattr(args, k) for k in ("ops", "dtypes", "repeats", "jax_limit_s")}
+    if args.random is not None and args.grid is None and args.only is None:
+        args.only = "random"
 
     gpu = bench.jax.default_backend() == "gpu"
     args.grid_given = args.grid is not None
@@ -362,9 +460,10 @@ def parse_args(argv=None):
     spec = known["grids"][args.grid]
     square = dict(spec.get("square", {})) if args.only in (None, "square") else {}
     mm = dict(spec.get("matmul", {})) if args.only in (None, "matmul") else {}
+    rnd = dict(spec.get("random", {})) if args.only in (None, "random") else {}
     args.subset = any(v is not None for v in (args.ops, args.dtypes, args.batches, args.sizes,
                                               args.strategies, args.matmul_cells, args.only,
-                                              args.shard))
+                                              args.shard, args.random, args.seed))
     if square:
         ops = square.get("ops", "all")
         args.ops = args.ops or (list(bench.OPS) if ops == "all" else list(ops))
@@ -400,6 +499,7 @@ def parse_args(argv=None):
         args.matmul_cells = []
     args.headline = known["headline"]
     args.known_matmul = known["matmul_cells"]
+    args.random_args = _random_args(p, args, rnd, given)
 
     # The knobs the square cells share with benchmarks.bench, validated by its parser.
     forwarded = ["--strategies", ",".join(args.strategies),
@@ -408,7 +508,46 @@ def parse_args(argv=None):
     forwarded += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
     forwarded += ["--no-torch"] if args.no_torch else []
     forwarded += ["--cpu-smoke"] if not gpu else []
+    args.random_bench_args = None
+    if args.random_args:
+        # The random part times `auto` alone, with its own repeats and JAX limit where given.
+        rargs = args.random_args
+        own = ["--strategies", "auto", "--max-input-gb", str(rargs["max_input_gb"]),
+               "--jax-limit-s", str(rargs["jax_limit_s"]), "--no-torch"]
+        own += ["--repeats", str(rargs["repeats"])] if rargs["repeats"] else []
+        own += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
+        own += ["--cpu-smoke"] if not gpu else []
+        args.random_bench_args = bench.parse_args(own)
     return args, bench.parse_args(forwarded)
+
+
+def _random_args(p, args, spec: dict, given: dict) -> dict | None:
+    """The random part's draw and measurement arguments: the grid's random part, --random and
+    --seed over it, the draw narrowed to --ops / --dtypes where given. None: no random part."""
+    count = args.random if args.random is not None else spec.get("count", 0)
+    if count < 0:
+        p.error(f"--random: N must be >= 0, got {count}")
+    if args.only == "random" and not count:
+        p.error(f"--only random: nothing to draw (grid {args.grid!r} has no random part): "
+                "give --random N")
+    if not count:
+        return None
+    ops = [o for o in given["ops"] or spec.get("ops", random_shapes.OPS)
+           if o in random_shapes.OPS]
+    dtypes = [d for d in given["dtypes"] or spec.get("dtypes", random_shapes.DTYPES)
+              if d in random_shapes.DTYPES]
+    if not ops or not dtypes:
+        if args.random is not None:
+            p.error("--random: none of --ops / --dtypes can be drawn; ops from "
+                    f"{', '.join(random_shapes.OPS)}, dtypes from "
+                    f"{', '.join(random_shapes.DTYPES)}")
+        print("# no random part: none of --ops / --dtypes can be drawn", flush=True)
+        return None
+    return {"count": count, "seed": args.seed if args.seed is not None else spec.get("seed", 0),
+            "ops": ops, "dtypes": dtypes, "max_n": spec.get("max_n", random_shapes.MAX_N),
+            "max_batch": spec.get("max_batch"), "max_input_gb": args.max_input_gb,
+            "jax_limit_s": given["jax_limit_s"] or spec.get("jax_limit_s", args.jax_limit_s),
+            "repeats": given["repeats"] or spec.get("repeats")}
 
 
 def _out(args, gpu_name: str, measuring: bool) -> tuple[str, bool]:
@@ -471,22 +610,28 @@ def main(argv=None) -> int:
                "warmup": _matmul.WARMUP, "seed": 0, "no_torch": args.no_torch}
     before_square = (earlier.get("square") or {})
     before_mm = (earlier.get("matmul") or {})
+    before_random = (earlier.get("random") or {})
     if before_square:
         for axis in ("ops", "dtypes", "batches", "sizes"):  # the whole report's axes
             square_args[axis] = list(dict.fromkeys(list(square_args[axis] or [])
                                                    + list(before_square["args"].get(axis, []))))
 
-    def checkpoint(cells=None, total=None, rows=None):
+    def checkpoint(cells=None, total=None, rows=None, entries=None):
         if cells is not None:
             doc["square"] = square_part(env, square_args, cells, total)
         if rows is not None:
             doc["matmul"] = matmul_part(env, mm_args, rows, len(args.matmul_cells))
+        if entries is not None:
+            doc["random"] = random_part(env, random_args, entries)
         write_report(out, doc, headline=args.headline)
 
     if before_mm and not args.matmul_cells:
         doc["matmul"] = before_mm  # a square-only run keeps the report's matmul part
     if before_square and not args.ops:
         doc["square"] = before_square
+    random_args = args.random_args
+    if before_random and not random_args:
+        doc["random"] = before_random
     if args.ops:
         cells = run_grid(args, bench_args, torch, lambda c, t: checkpoint(c, t),
                          before_square.get("cells", ()))
@@ -504,28 +649,48 @@ def main(argv=None) -> int:
                            done=before_mm.get("cells", ()), deadline=deadline,
                            on_row=lambda rows: checkpoint(rows=rows))
         checkpoint(rows=rows)
+    if random_args:
+        rb = args.random_bench_args
+        random_args = dict(random_args, min_repeats=rb.min_repeats, repeats=rb.repeats,
+                           lanes=rb.lanes)
+        shapes = random_shapes.draw_shapes(
+            random_args["count"], random_args["seed"], random_args["ops"], random_args["dtypes"],
+            max_n=random_args["max_n"], max_batch=random_args["max_batch"],
+            max_input_gb=random_args["max_input_gb"])
+        # Another seed's shapes are other shapes: none of them is kept.
+        same_seed = (before_random.get("args") or {}).get("seed") == random_args["seed"]
+        entries = run_random(args, rb, shapes, lambda e: checkpoint(entries=e),
+                             before_random.get("shapes", ()) if same_seed else ())
+        checkpoint(entries=entries)
     finish(doc, out, args, args.headline)
     print(f"\n# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")
           + f" ({time.perf_counter() - args.started:.0f} s)\n")
     print(render.brief(doc), flush=True)
     square_failures = render.failures((doc.get("square") or {}).get("cells", []))
+    random_failures = render.failures((doc.get("random") or {}).get("shapes", []))
     mm_failed = [r for r in (doc.get("matmul") or {}).get("cells", [])
                  if "failed" in r["impls"].get("jcm", {}) or r["impls"].get("jcm", {}).get(
                      "ok") is False]
-    return 1 if square_failures or mm_failed else 0
+    return 1 if square_failures or random_failures or mm_failed else 0
 
 
 # --- --render -------------------------------------------------------------------------------------
 
 def _parts_of(doc: dict) -> list[tuple[str, dict]]:
-    """("square" | "matmul", {"environment", "args", "cells"}) of a report.json or of an older
-    result file."""
-    if "square" in doc or "matmul" in doc:
+    """("square" | "matmul" | "random", the part) of a report.json, or ("square" | "matmul",
+    {"environment", "args", "cells"}) of an older result file."""
+    if any(k in doc for k in _PARTS):
         return [(k, doc[k]) for k in _PARTS if doc.get(k)]
     cells = doc.get("cells", [])
     kind = "matmul" if (cells and "cell" in cells[0]) or "calls" in doc.get("args", {}) \
         else "square"
     return [(kind, doc)]
+
+
+def _draw_of(random_args: dict) -> tuple:
+    """What the random part's shapes depend on, but their count (more draws: the same first)."""
+    return tuple(str(random_args.get(k)) for k in ("seed", "ops", "dtypes", "max_n", "max_batch",
+                                                   "max_input_gb"))
 
 
 def render_files(args) -> int:
@@ -574,6 +739,21 @@ def render_files(args) -> int:
         mm_args["cells"] = list(rows)
         doc["matmul"] = matmul_part(matmuls[-1]["environment"], mm_args, list(rows.values()),
                                     len(rows))
+    randoms = [p for k, p in parts if k == "random"]
+    if randoms:
+        # The last file's draw; of the others only the parts of the same draw (the same shapes
+        # at the same indices), each shape's most recently measured version winning.
+        last = randoms[-1]
+        entries = {}
+        for part in randoms:
+            if _draw_of(part["args"]) != _draw_of(last["args"]):
+                continue
+            for e in part["shapes"]:
+                if e["index"] >= last["args"]["count"]:
+                    continue
+                if e.get("measured_at", 0) >= entries.get(e["index"], {}).get("measured_at", 0):
+                    entries[e["index"]] = e
+        doc["random"] = random_part(last["environment"], last["args"], list(entries.values()))
     out, _ = _out(args, gpu, measuring=False)
     finish(doc, out, args, args.headline)
     print(f"# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")
