@@ -79,6 +79,17 @@ def load_grids(path: str = GRIDS_FILE) -> dict:
             "headline": doc.get("headline", {}).get("cells", [])}
 
 
+def _done(bar, count: str, what: str, result: dict) -> None:
+    """One cell or shape measured: its speed-up (or status) on the progress bar, or a line."""
+    s = render.speedup(result)
+    line = f"{what}: " + (f"{s:.2f}x" if s else result.get("status", "?"))
+    if bar is not None:
+        bar.set_postfix_str(line)
+        bar.update(1)
+    else:
+        print(f"[{count}] {line}", flush=True)
+
+
 def _progress(total, desc):
     try:
         from jax_cusolver_ms._progress import progress
@@ -158,13 +169,7 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
             # mid-cell (a slow cell past the caller's timeout) must not drop them.
             write(cells + [earlier[key] for key in grid[index + 1:] if key in earlier] + outside,
                   total)
-            s = render.speedup(cell)
-            line = f"{op} {dtype} {batch}x{n}: " + (f"{s:.2f}x" if s else cell.get("status", "?"))
-            if bar is not None:
-                bar.set_postfix_str(line)
-                bar.update(1)
-            else:
-                print(f"[{index + 1}/{len(grid)}] {line}", flush=True)
+            _done(bar, f"{index + 1}/{len(grid)}", f"{op} {dtype} {batch}x{n}", cell)
         else:
             cells += outside
     finally:
@@ -255,14 +260,7 @@ def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dic
             entries.append(entry)
             # The earlier run's shapes not reached yet go into every checkpoint (as run_grid's).
             write(entries + [e for i in range(index + 1, len(shapes)) if (e := kept_at(i))])
-            s = render.speedup(entry)
-            line = random_shapes.label(shape) + ": " + (f"{s:.2f}x" if s else
-                                                        entry.get("status", "?"))
-            if bar is not None:
-                bar.set_postfix_str(line)
-                bar.update(1)
-            else:
-                print(f"[random {index + 1}/{len(shapes)}] {line}", flush=True)
+            _done(bar, f"random {index + 1}/{len(shapes)}", random_shapes.label(shape), entry)
     finally:
         if bar is not None:
             bar.close()

@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(autouse=True)
-def _auto_follows_the_heuristic():
-    """`auto` follows the hand-written rules, not the measured table of the GPU it runs on."""
+def _auto_reads_no_table():
+    """`auto` reads no measured table: what a test asserts must not depend on the table of the
+    GPU it runs on."""
     from jax_cusolver_ms import tables
 
     with tables.using():

@@ -22,8 +22,9 @@ from benchmarks import random_shapes  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _auto_follows_the_heuristic():
-    """`auto` follows the hand-written rules, not the measured table of the GPU it runs on."""
+def _auto_reads_no_table():
+    """`auto` reads no measured table: what a test asserts must not depend on the table of the
+    GPU it runs on."""
     from jax_cusolver_ms import tables
 
     with tables.using():
