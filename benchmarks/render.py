@@ -13,7 +13,7 @@ import math
 import os
 import re
 
-from . import bench, matmul as _matmul, random_shapes
+from . import bench, jax_lowering, matmul as _matmul, random_shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
@@ -146,10 +146,24 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def _loop_ranges(cells_of: dict) -> list[dict]:
+    """{op: {(batch, n)}} -> [{"ops", "batches": [lo, hi], "sizes": [lo, hi]}]: the ops grouped
+    by the ranges of batch and n their cells span."""
+    groups = {}
+    for op, cells in cells_of.items():
+        batches, sizes = [b for b, _ in cells], [n for _, n in cells]
+        groups.setdefault((min(batches), max(batches), min(sizes), max(sizes)), []).append(op)
+    return [{"ops": ops, "batches": [b0, b1], "sizes": [n0, n1]}
+            for (b0, b1, n0, n1), ops in groups.items()]
+
+
 def summarize(cells: list[dict]) -> dict:
     """Per op and dtype the geometric mean, min and max speed-up over JAX (and torch's), the
-    cells below PARITY with what `auto` picked there, the batch-1 minimum and the skipped cells."""
+    cells below PARITY with what `auto` picked there, the batch-1 minimum and the skipped cells;
+    per dtype the geometric mean over the cells where JAX's lowering loops over the matrices
+    (jax_lowering.jax_loops), their count and the ranges of batch and n they span."""
     per_op, per_dtype, below, batch1, skipped = {}, {}, [], [], []
+    loops, loops_at = {}, {}
     same = sum(1 for c in cells
                if (c.get("impls", {}).get("jcm:auto") or {}).get("same_program_as") == "jax")
     for c in cells:
@@ -166,6 +180,9 @@ def summarize(cells: list[dict]) -> dict:
         if t:
             entry["vs_torch"].append(t)
         per_dtype.setdefault(c["dtype"], []).append(s)
+        if jax_lowering.jax_loops(c["op"], c["dtype"], c["batch"], c["n"]):
+            loops.setdefault(c["dtype"], []).append(s)
+            loops_at.setdefault(c["op"], set()).add((c["batch"], c["n"]))
         picks = (c.get("explain") or {}).get("strategy")
         if s < PARITY:
             below.append({"cell": where, "speedup": s, "auto_picks": picks,
@@ -179,6 +196,9 @@ def summarize(cells: list[dict]) -> dict:
            for e in per_op.values()]
     return {"per_op": ops,
             "geomean_vs_jax": {d: geomean(v) for d, v in per_dtype.items()},
+            "jax_loops": {"geomean_vs_jax": {d: geomean(loops.get(d, [])) for d in per_dtype},
+                          "cells": {d: len(loops.get(d, [])) for d in per_dtype},
+                          "where": _loop_ranges(loops_at)},
             "cells_below_parity": below, "parity_bar": PARITY,
             "batch1_min_vs_jax": min(b for b, _ in batch1) if batch1 else None,
             # Over the ops JAX has (the others' JAX column is another algorithm).
@@ -298,6 +318,27 @@ def picks(cell) -> str:
     return strategy
 
 
+def _span(lo, hi) -> str:
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def loops_lines(summary: dict, bold: str = "**") -> list[str]:
+    """The geometric mean of the speed-up over the cells where JAX loops per matrix, per dtype
+    with their count; which cells those are; the rule that says so. Nothing for a summary
+    written before the report had them (--show of an older report.json)."""
+    loops = summary.get("jax_loops")
+    if loops is None:
+        return []
+    count = loops["cells"]
+    means = ", ".join(f"{d} {bold}{_x(g)}{bold} over {count[d]} cell"
+                      + ("" if count[d] == 1 else "s")
+                      for d, g in loops["geomean_vs_jax"].items())
+    where = "; ".join(f"{', '.join(w['ops'])} at batch {_span(*w['batches'])}, n "
+                      f"{_span(*w['sizes'])}" for w in loops["where"]) or "none"
+    return [f"Where JAX loops per matrix: {means}.", f"Those cells: {where}.",
+            jax_lowering.RULE]
+
+
 def per_op_markdown(summary: dict) -> str:
     lines = ["| op | dtype | cells | geomean vs JAX | min | max | geomean vs torch |",
              "|---|---|---|---|---|---|---|"]
@@ -315,10 +356,13 @@ def summary_markdown(summary: dict, env: dict, figures: dict, plot_note: str | N
     lines = ["Speed-up = JAX's time / jax-cusolver-ms `auto`'s (device-side, median of repeats); "
              "vs torch likewise with torch.linalg's time.", "", per_op_markdown(summary),
              "Geometric mean over the grid: " + ", ".join(
-                 f"{d} **{_x(g)}**" for d, g in summary["geomean_vs_jax"].items()) + ".",
+                 f"{d} {_x(g)}" for d, g in summary["geomean_vs_jax"].items()) + ".",
              f"Batch-1 cells: lowest speed-up {_x(batch1)}"
              + (f" ({_x(batch1_same)} over the ops JAX has)"
                 if batch1_same not in (None, batch1) else "") + ".", ""]
+    loops = loops_lines(summary)
+    if loops:
+        lines += [loops[0], " ".join(loops[1:]), ""]
     if summary.get("same_program_cells"):
         lines += [f"Cells where `auto` runs the very program JAX compiles (JAX's own lowering, "
                   f"nothing of ours around it): {summary['same_program_cells']}, timed once and "
@@ -587,6 +631,7 @@ def brief(doc: dict) -> str:
         for e in square["summary"]["per_op"]:
             lines.append(f"{e['op']:<12} {e['dtype']:<8} {e['cells']:>5} "
                          f"{_x(e['geomean_vs_jax']):>15} {_x(e['min_vs_jax']):>7}")
+        lines += ["  " + line for line in loops_lines(square["summary"], bold="")]
         for line in failures(cells)[:10]:
             lines.append("  " + line[:160])
     mm = doc.get("matmul")
@@ -854,9 +899,12 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
             measured = sum(e["cells"] for e in s["per_op"])
             lines += [f"Square grid: {measured} cells measured, {len(s['skipped'])} skipped; "
                       "geometric mean of the speed-up over JAX: " + ", ".join(
-                          f"{d} **{_x(g)}**" for d, g in s["geomean_vs_jax"].items())
+                          f"{d} {_x(g)}" for d, g in s["geomean_vs_jax"].items())
                       + f"; cells below {s['parity_bar']}x of JAX: "
                       f"{len(s['cells_below_parity']) or 'none'}.", ""]
+            loops = loops_lines(s)
+            if loops:
+                lines += [loops[0], " ".join(loops[1:]), ""]
             if os.path.exists(os.path.join(RESULTS_DIR, folder, "figures", "overview.png")):
                 lines += [f"![speed-up over JAX per op]({base}/figures/overview.png)", ""]
             rows = headline_rows(square["cells"], headline)
