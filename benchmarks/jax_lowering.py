@@ -34,6 +34,12 @@ def _getrf_loops(batch: int, n: int, itemsize: int) -> bool:
     return n // batch > _BATCHED_MAX_N_PER_MATRIX
 
 
+def _householder_loops(batch: int, n: int, itemsize: int) -> bool:
+    # OrgqrImpl, OrmqrImpl: jaxlib's one-launch batched Householder kernel for m, n <= 128,
+    # cuSOLVER orgqr / ormqr per matrix above.
+    return n > _BATCHED_MAX_N_PER_MATRIX
+
+
 def _potrf_loops(batch: int, n: int, itemsize: int) -> bool:
     # PotrfDispatch: cuSOLVER potrfBatched for any batch of more than one matrix.
     return False
@@ -56,33 +62,31 @@ def _per_matrix(batch: int, n: int, itemsize: int) -> bool:
     return True
 
 
-# The routine that decides each op of benchmarks.bench.OPS: the factorization, the dominant
-# cost of a composite op. What else runs there is batched or follows the same rule:
+# The library routines of each op of benchmarks.bench.OPS: JAX loops where any of them does.
+# What else runs there is batched:
 # - the triangular solves of solve, inv (a solve against I), cho_solve and lu_solve are XLA's
 #   triangular-solve thunk (openxla/xla xla/backends/gpu/runtime/triangular_solve_thunk.cc:
 #   cuBLAS trsmBatched for a batch of more than one); JAX has no getrs or potrs call on GPU, and
 #   the pivots become a permutation in one batched kernel;
-# - qr's orgqr and qr_multiply's ormqr (OrgqrImpl, OrmqrImpl) run jaxlib's one-launch batched
-#   Householder kernel for m, n <= 128 and cuSOLVER per matrix above; geqrf, the
-#   factorization, decides;
 # - det is an LU (slogdet's default); the JAX column of ldl_factor and ldl_solve is its LU.
-_RULES = {"getrf": _getrf_loops, "geqrf": _getrf_loops, "potrf": _potrf_loops,
-          "syevd": _syevd_loops, "gesvdj": _gesvdj_loops, "gesvd": _per_matrix,
-          "geev": _per_matrix}
-ROUTINE = {"lu_factor": "getrf", "solve": "getrf", "inv": "getrf", "det": "getrf",
-           "ldl_factor": "getrf", "ldl_solve": "getrf",
-           "cholesky": "potrf", "cho_solve": "potrf",
-           "qr": "geqrf", "qr_r": "geqrf", "qr_multiply": "geqrf",
-           "eigh": "syevd", "eigvalsh": "syevd",
-           "eig": "geev", "eigvals": "geev",
-           "svd": "gesvdj", "svdvals": "gesvdj", "lstsq": "gesvdj", "pinv": "gesvdj",
-           "svd_qr": "gesvd"}
+_RULES = {"getrf": _getrf_loops, "geqrf": _getrf_loops, "orgqr": _householder_loops,
+          "ormqr": _householder_loops, "potrf": _potrf_loops, "syevd": _syevd_loops,
+          "gesvdj": _gesvdj_loops, "gesvd": _per_matrix, "geev": _per_matrix}
+ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
+            "det": ("getrf",), "ldl_factor": ("getrf",), "ldl_solve": ("getrf",),
+            "cholesky": ("potrf",), "cho_solve": ("potrf",),
+            "qr": ("geqrf", "orgqr"), "qr_r": ("geqrf",), "qr_multiply": ("geqrf", "ormqr"),
+            "eigh": ("syevd",), "eigvalsh": ("syevd",),
+            "eig": ("geev",), "eigvals": ("geev",),
+            "svd": ("gesvdj",), "svdvals": ("gesvdj",), "lstsq": ("gesvdj",),
+            "pinv": ("gesvdj",), "svd_qr": ("gesvd",)}
 
 # The rules above in words, for the report.
 RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigvals (Xgeev) and "
         "the QR-iteration SVD (Xgesvd) at any batch, for svd, svdvals, lstsq and pinv (gesvdj) "
-        "above n = 32, and for the LU ops (lu_factor, solve, inv, det; LDL^T's JAX column) and "
-        "the QR ops (geqrf) where n // batch > 128; never for cholesky and cho_solve "
+        "above n = 32, for qr and qr_multiply (orgqr, ormqr) above n = 128, and for the LU ops "
+        "(lu_factor, solve, inv, det; LDL^T's JAX column) and the QR ops (geqrf) where "
+        "n // batch > 128; never for cholesky and cho_solve "
         "(potrfBatched), eigh and eigvalsh (syevjBatched, XsyevBatched), nor for a batch of one "
         "(benchmarks/jax_lowering.py).")
 
@@ -93,4 +97,5 @@ def jax_loops(op: str, dtype: str, batch: int, n: int) -> bool:
     the batch in one batched call. A batch of one is never looping."""
     if batch <= 1:
         return False
-    return _RULES[ROUTINE[op]](batch, n, np.dtype(dtype).itemsize)
+    itemsize = np.dtype(dtype).itemsize
+    return any(_RULES[routine](batch, n, itemsize) for routine in ROUTINES[op])
