@@ -3,11 +3,11 @@
 The choice is made when the op is lowered (the batch is then complete, vmap included) and is a
 static attribute of the FFI call: it never measures anything during a user's jitted call, and it
 is the same for equal shapes. `auto` reads the measured tables (tables.py: the user's tuned
-table laid over the one shipped for the GPU model) by one rule: it leaves JAX's own lowering only where the
-measurements on both sides of the call agree that another strategy beats JAX by a margin, and
-takes JAX's lowering wherever they do not or nothing was measured around the call. The
-hand-written rules below (the "heuristic") answer only where JAX has no lowering of its own
-(LDL^T) or a lane count is given with `auto`, and no table covers the call.
+table laid over the one shipped for the GPU model) by one rule: it leaves JAX's own lowering
+only where the measurements on both sides of the call agree that another strategy beats JAX by
+a margin, and takes JAX's lowering wherever they do not or nothing was measured around the
+call. The hand-written rules below (the "heuristic") answer only where JAX has no lowering of
+its own (LDL^T) or a lane count is given with `auto`, and no table covers the call.
 
 What the extension can run is not decided here: the strategies, which of them each routine has
 and on which shapes (each kernel's largest n, square-only and one-right-hand-side APIs, the
