@@ -95,7 +95,7 @@ EOF
   (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$OLDPWD/$table" \
     "${targs[@]}" > "$OUT/tune.log" 2>&1)
   rc=$?
-  mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
+  [[ -f "$table" ]] && mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
   grep -E "^wrote" "$OUT/tune.log"
   echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
   exit $rc

@@ -520,7 +520,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
             raise RuntimeError(
                 "jax_cusolver_ms.tune measures the strategies on a GPU, and none is usable here "
                 f"(JAX backend {jax.default_backend()!r}, CUDA extension loaded: "
-                f"{_ffi.extension_loaded()}); `auto` uses its heuristic rules without one")
+                f"{_ffi.extension_loaded()}); without one every op runs JAX's own "
+                "implementation")
         gpu = "cpu"
     ops = list(ops or WORKLOADS)
     unknown = [op for op in ops if op not in WORKLOADS]
