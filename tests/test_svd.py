@@ -607,7 +607,7 @@ def test_cpu_lowering_has_no_ffi_call(strategy):
 
 @requires_gpu
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-def test_gpu_lowering_uses_ffi(strategy):
+def test_gpu_lowering_uses_ffi(ours_measured_faster, strategy):
     for name, (fn, shapes, expected) in _svd_family_calls(strategy).items():
         args = [jnp.ones(s, np.float32) for s in shapes]
         text = jax.jit(fn).lower(*args).as_text()  # lowered for the GPU it runs on

@@ -311,7 +311,8 @@ def test_ship_keeps_the_shipped_points_and_adds_the_missing_cells(tmp_path, monk
     measure, cells = fake_measure(lambda cell: False)
     monkeypatch.setattr(tune_module, "_measure_cell", measure)
     path = tmp_path / "gpu.json"
-    shipped = Table("cpu", "shipped", {("getrf", "float32"): [Point(4, 16, {"xla": 7.0})]}, {})
+    gpu = tables.gpu_name() or "cpu"  # what tune() measures on: this GPU, or the CPU fallback
+    shipped = Table(gpu, "shipped", {("getrf", "float32"): [Point(4, 16, {"xla": 7.0})]}, {})
     path.write_text(json.dumps(shipped.to_json()))
     kwargs = dict(ops=["lu_factor"], dtypes=["float32"], sizes=[16, 64], batches=[4],
                   path=path, progress=False, refine=False, _allow_cpu=True)
@@ -321,7 +322,7 @@ def test_ship_keeps_the_shipped_points_and_adds_the_missing_cells(tmp_path, monk
     points = {p.key: p for p in table.entries[("getrf", "float32")]}
     assert points[(1, 1.0, 4, 16)].times_ms == {"xla": 7.0} and (1, 1.0, 4, 64) in points
     # The versions that measured it are recorded: the same versions resume it as a tuned table.
-    assert table.key == tables.current_key("cpu")
+    assert table.key == tables.current_key(gpu)
     jcm.tune(**kwargs)
     assert cells == [(4, 64)]
     path.write_text(json.dumps(Table("Other GPU", "x", {}, {}).to_json()))

@@ -229,10 +229,13 @@ def test_random_summary_lists_every_shape_below_parity():
 
 def test_report_random_alone_writes_its_part_shows_it_and_resumes(tmp_path, monkeypatch):
     out = tmp_path / "out"
+    # The run below resumes in this process: the first one measures on the same platform, or
+    # the resume would (rightly) keep nothing measured on another device.
+    platform = "cpu" if jax.default_backend() == "cpu" else "cuda"
     r = subprocess.run([sys.executable, "-m", "benchmarks.report", "--random", "4", "--seed", "0",
                         "--out", str(out), "--no-torch", "--no-plots"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT,
-                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+                       env=dict(os.environ, JAX_PLATFORMS=platform))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads((out / "report.json").read_text())
     assert "square" not in doc and "matmul" not in doc
