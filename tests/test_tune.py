@@ -19,6 +19,7 @@ import pytest
 
 import jax_cusolver_ms as jcm
 from jax_cusolver_ms import strategy, tables
+from jax_cusolver_ms._tune import shape_of
 from jax_cusolver_ms.tables import Point, Table
 
 from conftest import requires_extension
@@ -373,8 +374,10 @@ def test_the_shipped_h100_table_parses_and_never_loses_to_jax_where_measured():
     assert shipped is not None and shipped.source.startswith(f"shipped table {H100}")
     for (routine, dtype), points in shipped.entries.items():
         for p in points:
+            shape = shape_of(p.n, p.aspect)
+            nrhs = p.nrhs if routine in ("getrs", "potrs", "sytrs") else 0
             with tables.using(shipped):
-                plan = strategy.choose(routine, p.batch, (p.n, p.n), dtype)
+                plan = strategy.choose(routine, p.batch, shape, dtype, nrhs=nrhs)
             measured = p.time(tables.candidate_name(plan.strategy, plan.lanes))
             assert measured <= p.times_ms["xla"] * (1 + tables.MARGIN), (routine, dtype, p)
 
