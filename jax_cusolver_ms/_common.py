@@ -2,6 +2,7 @@
 and batch broadcasting, option resolution, triangles and conjugate transposes, failure masking."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -141,6 +142,21 @@ def nan_unless_ok(x, info):
     return nan_where(info != 0, x)
 
 
+# Up to this many entries a matrix is checked entry by entry (elementwise ops on slices) rather
+# than by a reduction: XLA can fuse elementwise ops into the pass that uses the flag, where a
+# reduction is a kernel of its own, a launch as long as the whole call of a tiny matrix.
+ELEMENTWISE_CHECK_MAX_ENTRIES = 64
+
+
+def nonfinite_matrices(a):
+    """Per matrix of the stack a (..., m, n): whether it holds a NaN or an Inf."""
+    m, n = a.shape[-2:]
+    if 0 < m * n <= ELEMENTWISE_CHECK_MAX_ENTRIES:
+        finite = [jnp.isfinite(a[..., i, j]) for i in range(m) for j in range(n)]
+        return ~functools.reduce(jnp.logical_and, finite)
+    return ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
+
+
 def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
     """Wraps a CUDA implementation whose first operand is a stack of matrices: a matrix holding
     NaN or Inf comes out as NaN in every floating output (and, with `substitute`, goes in as
@@ -155,7 +171,7 @@ def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
     own and cannot loop on NaN (LU): masking the outputs is then enough, one pass less (the
     H100 report: float32 det 64 x 16 under JAX's lowering went from 0.88x to 1.06x)."""
     def guarded(a, *args, **params):
-        bad = ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
+        bad = nonfinite_matrices(a)
         if substitute:
             a = jnp.where(bad[..., None, None], jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype), a)
         outs = cuda_impl(a, *args, **params)

@@ -18,7 +18,8 @@ from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul,
-                      nan_for_nonfinite_input, nan_where, promote, resolve_params, tril, triu)
+                      nan_for_nonfinite_input, nan_where, nonfinite_matrices, promote,
+                      resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
@@ -285,7 +286,11 @@ def solve(a, b, *, strategy=None, lanes=None):
     if bm.shape[-2] != n:
         raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
     a, bm = broadcast_batch([a, bm], [2, 2])
-    x = _solve_matrix(a, bm, resolve_params(strategy, lanes))
+    if _jax_end_to_end("solve", a, strategy, lanes, nrhs=bm.shape[-1]):
+        x = nan_for_nonfinite_input(lambda a_, b_: [jnp.linalg.solve(a_, b_)],
+                                    substitute=False)(a, bm)[0]
+    else:
+        x = _solve_matrix(a, bm, resolve_params(strategy, lanes))
     return x[..., 0] if vector else x
 
 
@@ -374,8 +379,44 @@ def _det_jvp(strategy, lanes, primals, tangents):
     return y, y * jnp.trace(z, axis1=-1, axis2=-2)
 
 
+def _det_closed_form(a):
+    """The determinant of n <= 3 matrices written out (JAX's formulas at n 2 and 3), NaN for a
+    matrix holding NaN or Inf: one elementwise pass, the check included."""
+    n = a.shape[-1]
+    e = [[a[..., i, j] for j in range(n)] for i in range(n)]
+    if n == 1:
+        d = e[0][0]
+    elif n == 2:
+        d = e[0][0] * e[1][1] - e[0][1] * e[1][0]
+    else:
+        d = (e[0][0] * e[1][1] * e[2][2] + e[0][1] * e[1][2] * e[2][0] +
+             e[0][2] * e[1][0] * e[2][1] - e[0][2] * e[1][1] * e[2][0] -
+             e[0][0] * e[1][2] * e[2][1] - e[0][1] * e[1][0] * e[2][2])
+    return nan_where(nonfinite_matrices(a), d)
+
+
+def _jax_end_to_end(op, a, strategy, lanes, nrhs=0):
+    """Whether `auto` hands this call to JAX whole: JAX's own lowering for the factorization
+    and (nrhs > 0) for the solve. The op then runs as JAX's function inside the NaN guard, with
+    no step of ours between JAX's (ours would convert pivots to a permutation JAX already has)."""
+    resolved, given_lanes = _config.resolve(strategy, lanes, op)
+    if resolved != "auto":
+        return False
+    n, batch = a.shape[-1], batch_size(a, 2)
+    if _strategy.choose("getrf", batch, (n, n), a.dtype, resolved, given_lanes).uses_ffi:
+        return False
+    return not nrhs or not _strategy.choose("getrs", batch, (n, n), a.dtype, resolved,
+                                            given_lanes, nrhs).uses_ffi
+
+
 def det(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.det."""
     a = as_matrix("det", a, square=True)
+    n = a.shape[-1]
+    if _strategy.choose("det", batch_size(a, 2), (n, n), a.dtype, strategy,
+                        lanes).rule == "closed form":
+        return _det_closed_form(a)
+    if _jax_end_to_end("det", a, strategy, lanes):
+        return nan_for_nonfinite_input(lambda x: [jnp.linalg.det(x)], substitute=False)(a)[0]
     p = resolve_params(strategy, lanes)
     return _det(a, p["strategy"], p["lanes"])

@@ -120,6 +120,10 @@ SVD_ALGORITHMS = ("default", "qr", "jacobi")
 # 239 ms. The crossover above 1024 is still to be measured.
 SVD_JACOBI_MAX_N = 1024
 
+# det up to this n under `auto` is the closed form (JAX's own det at n 2 and 3): one elementwise
+# pass over the batch, where any factorization is several launches and a guard around them.
+DET_CLOSED_FORM_MAX_N = 3
+
 # inv up to this n under `auto` is JAX's own end to end: 64x128 JAX 0.49 ms vs 0.60 ms for our
 # getrf + XLA's triangular solves (64x256 and up: equal or faster here).
 INV_XLA_MAX_N = 128
@@ -253,7 +257,7 @@ class Choice:
     # JAX by the margin), "no agreement" (they do not: JAX's lowering), "outside measured"
     # (nothing measured around the call: JAX's lowering), "fastest measured" (JAX's lowering
     # is no candidate), "heuristic" (routines JAX has no lowering of, or lanes given, where no
-    # table answers), "limits", "user" or "no extension".
+    # table answers), "closed form" (det of n <= 3), "limits", "user" or "no extension".
     rule: str = ""
 
     @property
@@ -290,6 +294,14 @@ def choose(op: str, batch: int, shape, dtype, strategy: str | None = None,
     asked for that cannot run the call is a ValueError naming the op and why."""
     shape = tuple(int(d) for d in shape)
     rows, cols = shape
+    if op == "det" and 1 <= rows == cols <= DET_CLOSED_FORM_MAX_N:
+        # Pure JAX: the same with or without the extension.
+        strategy, lanes = _config.resolve(strategy, lanes, op)
+        if strategy == "auto" and not lanes:
+            return Choice(op, batch, shape, np.dtype(dtype).name, XLA, 1,
+                          f"n <= {DET_CLOSED_FORM_MAX_N}: the closed-form determinant, one "
+                          "elementwise pass (JAX's own at n 2 and 3)", "closed form",
+                          nrhs=nrhs, rule="closed form")
     if _ffi.limits is None:  # a source checkout without a build: nothing but JAX's own
         return Choice(op, batch, shape, np.dtype(dtype).name, XLA, 1, "the extension is not "
                       "built: JAX's own implementation", "no extension", nrhs=nrhs,

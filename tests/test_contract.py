@@ -41,6 +41,8 @@ from conftest import (
     FULL_GRID,
     conj_t,
     exported_module_text,
+    is_complex,
+    param_id,
     random_matrix,
     random_rhs,
     rel_err,
@@ -641,6 +643,28 @@ def check_nan_isolation(op, dtype, strategy, rng, n):
     p for p in grid() if p.values[0].nan_outputs is not None])
 def test_nan_isolation(rng, op, dtype, strategy):
     check_nan_isolation(op, dtype, strategy, rng, SIZES["full" if FULL_GRID else "small"][1])
+
+
+@pytest.mark.parametrize("shape", [(7, 1, 1), (7, 2, 2), (7, 3, 5), (7, 8, 8), (7, 9, 9),
+                                   (2, 7, 40, 3), (7, 0, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=param_id)
+def test_the_nonfinite_check_flags_exactly_the_matrices_holding_nan_or_inf(rng, shape, dtype):
+    # Small matrices are checked entry by entry (fused with the pass that uses the flag),
+    # larger ones by a reduction: both say the same.
+    from jax_cusolver_ms._common import ELEMENTWISE_CHECK_MAX_ENTRIES, nonfinite_matrices
+    a = random_matrix(rng, shape, dtype, "general")
+    flat = a.reshape((int(np.prod(shape[:-2])), shape[-2] * shape[-1]))
+    if flat.shape[1]:
+        flat[1, -1] = np.nan
+        flat[3, rng.integers(flat.shape[1])] = -np.inf
+        flat[4, 0] = np.inf * (1j if is_complex(dtype) else 1)
+    expected = ~np.isfinite(a).all(axis=(-2, -1))
+    np.testing.assert_array_equal(nonfinite_matrices(jnp.asarray(a)), expected)
+    np.testing.assert_array_equal(jax.jit(nonfinite_matrices)(a), expected)
+    text = jax.jit(nonfinite_matrices).lower(a).as_text()
+    if flat.shape[1]:  # (an empty matrix is finite: no check to lower)
+        small = flat.shape[1] <= ELEMENTWISE_CHECK_MAX_ENTRIES
+        assert ("reduce" in text) != small, text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1041,6 +1041,64 @@ def test_auto_without_a_table_is_jax_lowering():
         assert (plan.strategy, plan.rule) == ("xla", "outside measured"), plan
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=param_id)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_auto_det_up_to_3_is_the_closed_form(rng, dtype, n):
+    a = random_matrix(rng, (6, n, n), dtype, "general")
+    a[2, 0, n - 1] = np.nan
+    a[4, n - 1, 0] = np.inf
+    good = [0, 1, 3, 5]
+    d = np.asarray(jcm.det(jnp.asarray(a)))
+    assert d.dtype == np.dtype(dtype) and d.shape == (6,)
+    wide = a[good].astype(wide_dtype(dtype))
+    np.testing.assert_allclose(d[good], np.linalg.det(wide),
+                               rtol=rtol_for(dtype, n, condition_number(a[good])), atol=0)
+    assert np.isnan(d[[2, 4]]).all()  # an Inf entry gives NaN too, not +-Inf
+    # Differentiable like JAX's det (the formula's own derivative, also where a is singular).
+    singular = np.ones((n, n), dtype)
+    for x in (a[0], singular):
+        np.testing.assert_allclose(jax.grad(lambda m: jnp.real(jcm.det(m)))(jnp.asarray(x)),
+                                   jax.grad(lambda m: jnp.real(jnp.linalg.det(m)))(x),
+                                   rtol=rtol_for(dtype, n, 10), atol=rtol_for(dtype, n, 10))
+    # One elementwise pass: no factorization, no reduction over the matrix.
+    text = lowered_text(jcm.det, (6, n, n), dtype, "cuda")
+    assert "custom_call" not in text and "reduce" not in text
+    plan = jcm.explain("det", (6, n, n), dtype)
+    assert (plan.strategy, plan.rule) == ("xla", "closed form"), plan
+
+
+def test_det_closed_form_only_under_auto_and_up_to_3(claim_extension):
+    assert jcm.explain("det", (4, 4, 4), np.float32).rule != "closed form"
+    assert jcm.explain("det", (4, 3, 3), np.float32, strategy="looped").rule == "user"
+    assert jcm.explain("det", (4, 3, 3), np.float32, lanes=2).rule != "closed form"
+    text = lowered_text(lambda a: jcm.det(a, strategy="looped"), (4, 3, 3), np.float32, "cuda")
+    assert "jcm_getrf" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=param_id)
+def test_auto_hands_solve_and_det_to_jax_whole(claim_extension, rng, dtype):
+    # Nothing measured (no table): solve and det run JAX's own functions inside the NaN guard,
+    # JAX's numbers exactly, with no step of ours between JAX's.
+    a = random_matrix(rng, (5, 8, 8), dtype, "well_conditioned")
+    b = random_rhs(rng, (5, 8, 3), dtype)
+    np.testing.assert_array_equal(jcm.solve(a, b), jnp.linalg.solve(a, b))
+    np.testing.assert_array_equal(jcm.det(a), jnp.linalg.det(a))
+    for fn, ours in [(lambda a, b: jnp.linalg.solve(a, b), lambda a, b: jcm.solve(a, b)),
+                     (lambda a, b: jnp.linalg.det(a), lambda a, b: jcm.det(a))]:
+        text, jax_text = (lowered_text(f, [(5, 8, 8), (5, 8, 3)], dtype, "cuda")
+                          for f in (ours, fn))
+        assert "jcm_" not in text
+        for call in ("lu_pivots_to_permutation", "getrf"):
+            assert text.count(call) == jax_text.count(call), call
+    # The guard: a matrix holding NaN gives NaN, its neighbours JAX's numbers.
+    a[1, 2, 3] = np.nan
+    x = np.asarray(jcm.solve(a, b))
+    assert np.isnan(x[1]).all() and np.isnan(np.asarray(jcm.det(a))[1])
+    np.testing.assert_array_equal(np.delete(x, 1, 0), np.delete(jnp.linalg.solve(a, b), 1, 0))
+    # Where ours is measured faster it runs instead (and with lanes asked for, as before).
+    assert "jcm_getrf" in lowered_text(lambda a: jcm.det(a, lanes=2), (5, 8, 8), dtype, "cuda")
+
+
 # ---------------------------------------------------------------------------------------------
 # The small-matrix kernel (n <= 64: ffi/lu/lu_kernels.cu getrf_small_batched)
 # ---------------------------------------------------------------------------------------------
