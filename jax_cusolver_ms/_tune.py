@@ -9,7 +9,7 @@
 `auto` leaves JAX's own lowering only between measured points (tables.py), so the space measured
 is the space users call, per op:
   - dtypes float32, float64, complex64 and complex128;
-  - n (the larger dimension) over SIZES, a geometric ladder from 4 to 4096;
+  - n (the larger dimension) over SIZES, a geometric ladder from 2 to 4096;
   - batches BATCHES (1 to 1024), and for n <= SMALL_N_MAX also SMALL_N_BATCHES (up to 10^5);
   - for the ops whose routines take rectangular matrices (qr and ormqr: geqrf, ormqr; svd:
     gesvdj / gesvd; householder_product: orgqr, tall ones only) the aspects rows / cols of
@@ -52,7 +52,9 @@ import numpy as np
 from . import _ffi, _primitive, _progress, strategy as _strategy, tables as _tables
 from . import timing as _timing
 
-SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+# From 2: below the smallest n measured `auto` runs JAX's lowering, and 2 x 2 and 3 x 3 systems
+# are common calls.
+SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 BATCHES = (1, 4, 16, 64, 256, 1024)
 # Many tiny systems in one call (one per pixel, particle or element) are common and cheap to
 # measure; for larger n such batches exceed the input cap or take minutes per candidate.
@@ -494,7 +496,7 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     """Measures every candidate strategy on this GPU and writes the table `auto` reads.
 
     ops: names from WORKLOADS (default all); dtypes: float32, float64, complex64, complex128
-    (default all); sizes: n, the larger dimension (default SIZES, 4 to 4096); batches: batch
+    (default all); sizes: n, the larger dimension (default SIZES, 2 to 4096); batches: batch
     sizes (default BATCHES, and SMALL_N_BATCHES up to 10^5 where n <= SMALL_N_MAX; batches
     given are taken at every n); aspects: rows / cols besides square, for the ops that take
     rectangular matrices (default ASPECTS; () for square only); nrhs: right-hand-side counts

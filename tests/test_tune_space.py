@@ -36,16 +36,16 @@ def test_the_default_space_covers_every_routine_and_dtype(default_space):
                           "sytrs", "syevj", "syevd", "gesvdj", "gesvd", "geev"}
     assert all(d == set(tune_module.DTYPES) for d in found.values())
     assert tune_module.DTYPES == ("float32", "float64", "complex64", "complex128")
-    # n: the ladder from 4 to 4096 for every op.
+    # n: the ladder from 2 to 4096 for every op.
     for op in tune_module.WORKLOADS:
         ns = {c.n for c in cells if c.op == op}
-        assert min(ns) == 4 and max(ns) == 4096 and ns <= set(tune_module.SIZES), op
+        assert min(ns) == 2 and max(ns) == 4096 and ns <= set(tune_module.SIZES), op
 
 
 def test_big_batches_only_for_small_matrices(default_space):
     cells, _ = default_space
     assert {c.batch for c in cells if c.n > 32} == set(tune_module.BATCHES)
-    for n in (4, 8, 16, 32):
+    for n in (2, 4, 8, 16, 32):
         batches = {c.batch for c in cells if c.n == n and c.op == "lu_factor"}
         assert batches == set(tune_module.BATCHES) | {4096, 16384, 100000}
 
@@ -108,7 +108,7 @@ def test_small_cells_come_first(default_space):
     assert order == sorted(order)
     first = cells[:len(tune_module.WORKLOADS) * 4]
     assert {c.op for c in first} == set(tune_module.WORKLOADS)
-    assert all(c.n == 4 and c.batch == 1 for c in first)
+    assert all(c.n == 2 and c.batch == 1 for c in first)
 
 
 def test_given_batches_are_taken_at_every_n():
