@@ -742,7 +742,9 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
         cell["note"] = f"inputs {cell['input_bytes'] / 1e9:.3g} GB > {args.max_input_gb:g} GB"
         return cell
     try:
-        inputs, truth = jax.block_until_ready(build())
+        # One program: built eagerly, each of the builder's ops compiles on its own at every
+        # new shape, seconds per cell that the random part (a new shape each) pays.
+        inputs, truth = jax.block_until_ready(jax.jit(build)())
     except Exception as exc:  # noqa: BLE001
         cell["status"] = "error"
         cell["note"] = "building inputs: " + short(exc)
