@@ -33,6 +33,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from . import jax_lowering  # noqa: E402
+
 jax.config.update("jax_enable_x64", True)  # float64 cells, and float64 error checks
 
 
@@ -724,6 +726,44 @@ def first_operand_shape(op: Op, dtype: str, batch: int, n: int, rows: int | None
     return tuple(jax.eval_shape(lambda: build()[0])[0].shape)
 
 
+# Where JAX loops over a batch of at least ESTIMATE_MIN_BATCH matrices, --estimate-first probes
+# JAX at 1 / ESTIMATE_FRACTION of the batch and skips the cell if that time scaled up exceeds
+# the limit ESTIMATE_SKIP_FACTOR times: a full probe of such a call takes its whole time to
+# learn it is too slow (the H100 random part, seed 1: eigvals float32 21766x15x15, 21 s).
+ESTIMATE_MIN_BATCH = 16
+ESTIMATE_FRACTION = 16
+ESTIMATE_SKIP_FACTOR = 2.0
+
+
+def estimated_jax_ms(op: Op, dtype: str, batch: int, n: int, seed: int,
+                     rows: int | None = None, nrhs: int | None = None) -> tuple[float, int]:
+    """JAX's time per call of a cell where it loops per matrix, from one call (after a first)
+    at a fraction of the batch, scaled by the batch: (the estimate in ms, the batch probed)."""
+    small = max(1, batch // ESTIMATE_FRACTION)
+    build = functools.partial(op.build, jax.random.key(seed), small, n, dtype,
+                              **_shape_kw(rows, nrhs))
+    inputs, _ = jax.block_until_ready(jax.jit(build)())
+    compiled = compile_for_timing(op.reference, *inputs)
+    jax.block_until_ready(compiled(*inputs))
+    return _wall_ms(lambda: compiled(*inputs)) * batch / small, small
+
+
+def _estimated_too_slow(op: Op, dtype: str, batch: int, n: int, args, seed: int,
+                        rows: int | None, nrhs: int | None) -> str | None:
+    """With args.estimate_first, why JAX's call of this cell is too slow to time, from
+    estimated_jax_ms where JAX loops per matrix over a large batch; else None."""
+    limit_s = getattr(args, "jax_limit_s", None)
+    if not (getattr(args, "estimate_first", False) and limit_s and op.reference is not None
+            and batch >= ESTIMATE_MIN_BATCH
+            and jax_lowering.jax_loops(op.name, dtype, batch, max(n, rows or n))):
+        return None
+    ms, probed = estimated_jax_ms(op, dtype, batch, n, seed, rows, nrhs)
+    if ms <= ESTIMATE_SKIP_FACTOR * limit_s * 1e3:
+        return None
+    return (f"JAX: one call estimated at {ms / 1e3:.0f} s from a batch of {probed} "
+            f"(> {ESTIMATE_SKIP_FACTOR:g} x {limit_s:g} s)")
+
+
 def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
              rows: int | None = None, nrhs: int | None = None) -> dict:
     """One cell: batch matrices n x n, or rows x n with `rows`, and right-hand sides of `nrhs`
@@ -740,6 +780,15 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
     if cell["input_bytes"] > args.max_input_gb * 1e9:
         cell["status"] = "skipped"
         cell["note"] = f"inputs {cell['input_bytes'] / 1e9:.3g} GB > {args.max_input_gb:g} GB"
+        return cell
+    try:
+        too_slow = _estimated_too_slow(op, dtype, batch, n, args, seed, rows, nrhs)
+    except Exception as exc:  # noqa: BLE001  (the full probe below decides then)
+        too_slow = None
+        cell["estimate_failed"] = short(exc)
+    if too_slow:
+        cell["status"] = "skipped"
+        cell["note"] = too_slow
         return cell
     try:
         # One program: built eagerly, each of the builder's ops compiles on its own at every
@@ -925,6 +974,11 @@ def parse_args(argv=None):
     p.add_argument("--min-repeats", type=int, default=3, help="(default 3)")
     p.add_argument("--jax-limit-s", type=float, default=None,
                    help="skip a cell (and say so) where one call of JAX's takes longer")
+    p.add_argument("--estimate-first", action="store_true",
+                   help=f"with --jax-limit-s, where JAX loops per matrix over a batch of "
+                        f"{ESTIMATE_MIN_BATCH} or more: skip the cell if JAX's time at "
+                        f"1/{ESTIMATE_FRACTION} of the batch, scaled up, exceeds "
+                        f"{ESTIMATE_SKIP_FACTOR:g} x the limit (no full call to learn it)")
     p.add_argument("--small-rounds", type=int, default=5,
                    help=f"at least this many rounds where an impl takes < {SMALL_CELL_MS} ms "
                         "(default 5)")

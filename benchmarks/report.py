@@ -22,7 +22,8 @@ by benchmarks.matmul. Cells whose inputs exceed --max-input-gb, or beyond one wh
 longer than --jax-limit-s a call (a smaller batch or n of the same op and dtype), are skipped and
 listed with the reason. The random part draws --random N shapes (benchmarks.random_shapes:
 rectangular, complex, several right-hand sides) and times `auto` against JAX on each with the
-same run_cell; a shape whose JAX call takes over --jax-limit-s is skipped.
+same run_cell; a shape whose JAX call takes over --jax-limit-s is skipped (where JAX loops per
+matrix over a large batch, learned from a smaller batch first: bench.estimated_jax_ms).
 """
 from __future__ import annotations
 
@@ -508,10 +509,11 @@ def parse_args(argv=None):
     forwarded += ["--cpu-smoke"] if not gpu else []
     args.random_bench_args = None
     if args.random_args:
-        # The random part times `auto` alone, with its own repeats and JAX limit where given.
+        # The random part times `auto` alone, with its own repeats and JAX limit where given;
+        # a shape too slow for JAX is learned from a smaller batch where that is cheaper.
         rargs = args.random_args
         own = ["--strategies", "auto", "--max-input-gb", str(rargs["max_input_gb"]),
-               "--jax-limit-s", str(rargs["jax_limit_s"]), "--no-torch"]
+               "--jax-limit-s", str(rargs["jax_limit_s"]), "--no-torch", "--estimate-first"]
         own += ["--repeats", str(rargs["repeats"])] if rargs["repeats"] else []
         own += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
         own += ["--cpu-smoke"] if not gpu else []

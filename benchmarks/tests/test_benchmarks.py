@@ -218,6 +218,36 @@ def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
     assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
 
 
+def test_estimate_first_skips_where_jax_loops_and_a_smaller_batch_says_too_slow(monkeypatch):
+    bench = importlib.import_module("benchmarks.bench")
+    # The estimate itself: one call at a sixteenth of the batch, scaled by the batch.
+    ms, probed = bench.estimated_jax_ms(bench.OPS["eig"], "float32", 32, 4, seed=0)
+    assert probed == 2 and ms > 0
+    args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "1", "--no-torch",
+                             "--estimate-first"])
+    asked, estimate = [], {"ms": 5000.0}
+
+    def fake(op, dtype, batch, n, seed, rows=None, nrhs=None):
+        asked.append((op.name, batch))
+        return estimate["ms"], batch // 16
+
+    monkeypatch.setattr(bench, "estimated_jax_ms", fake)
+    cell = bench.run_cell(bench.OPS["eig"], "float32", 32, 4, args, None, seed=0)
+    assert cell["status"] == "skipped" and list(cell["impls"]) == []
+    assert cell["note"] == "JAX: one call estimated at 5 s from a batch of 2 (> 2 x 1 s)"
+    # Not where JAX runs the batch in one call (cholesky), nor for a batch under 16.
+    for op, batch in [("cholesky", 32), ("eig", 8)]:
+        assert bench.run_cell(bench.OPS[op], "float32", batch, 4, args, None,
+                              seed=0)["status"] == "ok"
+    assert asked == [("eig", 32)]
+    # Under twice the limit the cell is measured, and so it is without the option.
+    estimate["ms"] = 1500.0
+    assert bench.run_cell(bench.OPS["eig"], "float32", 32, 4, args, None, seed=0)["status"] == "ok"
+    args.estimate_first, estimate["ms"] = False, 5000.0
+    assert bench.run_cell(bench.OPS["eig"], "float32", 32, 4, args, None, seed=0)["status"] == "ok"
+    assert asked == [("eig", 32)] * 2
+
+
 def test_report_render_merges_runs_without_measuring(tmp_path):
     report = importlib.import_module("benchmarks.report")
     env = {"gpu": "Fake GPU", "driver": "1", "versions": {"jax": "0"}, "timer": "t"}
