@@ -12,7 +12,7 @@
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
 #
 # TUNE (options of python -m jax_cusolver_ms.tune): measures into the table shipped for this GPU
-# instead of the tests and the benchmark.
+# instead of the tests and the benchmark, and installs it (SKIP_BUILD=1 runs after it read it).
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
 # SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 420), PYTEST_ARGS (more pytest arguments),
@@ -95,7 +95,14 @@ EOF
   (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$OLDPWD/$table" \
     "${targs[@]}" > "$OUT/tune.log" 2>&1)
   rc=$?
-  [[ -f "$table" ]] && mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
+  if [[ -f "$table" ]]; then
+    mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
+    # Into the installed package too: a later SKIP_BUILD=1 run on this machine (the benchmark)
+    # then reads the table just measured.
+    installed=$(cd "${TMPDIR:-/tmp}" && python3 -c \
+      "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
+    cp "$table" "$installed/tables/" && echo "installed into $installed/tables/"
+  fi
   grep -E "^wrote" "$OUT/tune.log"
   echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
   exit $rc
