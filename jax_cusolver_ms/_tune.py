@@ -25,7 +25,8 @@ cell halfway between them in log scale is measured, and so on to REFINE_DEPTH le
 For every cell it times each candidate: JAX's own function ("xla"), "sequential", "blocked",
 "looped:L" and "batched:L" for the lane counts asked for (never more lanes than matrices), each
 on the device (CUDA events around the call, jax_cusolver_ms.timing), after warm-up, as the median
-of repeats. The table goes to a per-user cache file, one per GPU model, keyed by the GPU and the
+of repeats; a per-matrix candidate (sequential, looped) DOMINATED_FACTOR times behind the best at
+one batch is not timed at larger batches of that shape. The table goes to a per-user cache file, one per GPU model, keyed by the GPU and the
 cuSOLVER / cuBLAS / jax versions and written atomically after every cell; it is merged with an
 earlier one of the same key (whose cells are not measured again), and `auto` reads it from the
 next lowering on.
@@ -75,6 +76,11 @@ MAX_INPUT_GB = 4.0
 # A candidate whose one call takes longer than this is not measured at larger cells of the same
 # op and dtype (it would eat the budget of many others); above a quarter of it, fewer repeats.
 MAX_CALL_S = 20.0
+# A candidate that makes one library call per matrix (sequential, looped) and took this many
+# times the best candidate's time is not measured at larger batches of the same shape: its time
+# grows with the batch at least as fast as any other's (tiny matrices in batches of 10^5: a
+# second a call, where a batched kernel takes a millisecond).
+DOMINATED_FACTOR = 10.0
 COMPILE_THREADS = 8  # candidates of a cell compiled at once
 
 
@@ -364,11 +370,17 @@ def _median_ms(fn, inputs, repeats: int, warmup: int) -> tuple[float, float]:
     return statistics.median(times), call_s
 
 
+def _per_matrix(candidate: str) -> bool:
+    return _tables.parse_candidate(candidate)[0] in ("sequential", "looped")
+
+
 def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: int, seed: int,
-                  slow: dict, skipped: list) -> dict[str, float]:
+                  slow: dict, skipped: list, dominated: dict | None = None) -> dict[str, float]:
     """{candidate: median ms} for one cell. `slow` maps (op, dtype, candidate) to the cells
     where one call took over MAX_CALL_S: such a candidate is not measured at cells at least as
-    large in every dimension."""
+    large in every dimension. `dominated` maps (op, dtype, rows, cols, nrhs, candidate) to the
+    batch from which a per-matrix candidate is left out (DOMINATED_FACTOR)."""
+    dominated = {} if dominated is None else dominated
     inputs = jax.block_until_ready(workload.build(jax.random.key(seed), cell.batch, cell.rows,
                                                   cell.cols, cell.nrhs, cell.dtype))
     fns = {}
@@ -381,6 +393,9 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
             skipped.append(f"{cell} {name}: one call took over {MAX_CALL_S:g} s at "
                            f"{too_slow[0].batch}x{too_slow[0].rows}x{too_slow[0].cols}")
             continue
+        lost_at = dominated.get((cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name))
+        if lost_at is not None and cell.batch >= lost_at:
+            continue  # (not listed: many per cell at large batches, and never a winner there)
         fns[name] = (workload.reference if name == _tables.XLA else
                      lambda *a, s=strategy, c=count: workload.ours(*a, strategy=s, lanes=c))
     # Compiling is most of a small cell's time, and XLA compiles outside the GIL: all the
@@ -398,6 +413,11 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
             continue
         if call_s > MAX_CALL_S:
             slow.setdefault((cell.op, cell.dtype, name), []).append(cell)
+    best = min(times.values(), default=None)
+    for name, ms in times.items():
+        if _per_matrix(name) and ms > DOMINATED_FACTOR * best:
+            dominated.setdefault((cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name),
+                                 cell.batch)
     return times
 
 
@@ -414,6 +434,7 @@ class _Run:
         self.done: set = set()  # cells measured (or given up) in this run
         self.skipped: list = []
         self.slow: dict = {}
+        self.dominated: dict = {}
 
     def point(self, cell: Cell) -> _tables.Point | None:
         return self.points.get((cell.routine, cell.dtype, cell.key))
@@ -435,7 +456,7 @@ class _Run:
             self.skipped.append(why)
             return
         times = _measure_cell(WORKLOADS[cell.op], cell, self.lanes, self.repeats, self.warmup,
-                              len(self.done), self.slow, self.skipped)
+                              len(self.done), self.slow, self.skipped, self.dominated)
         if times:
             point = _tables.Point(cell.batch, cell.n, times, cell.aspect, cell.nrhs)
             self.table = self.table.merged(_tables.Table(

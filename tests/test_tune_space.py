@@ -356,3 +356,25 @@ def test_candidates_compile_together_and_one_failing_leaves_the_others(monkeypat
     assert compiles >= 3 and events[:compiles] == ["compile"] * compiles
     assert len(skipped) == 1 and "failed: RuntimeError: no kernel for this" in skipped[0]
     assert len(times) == compiles - 1 and all(t == 1.0 for t in times.values())
+
+
+def test_a_per_matrix_candidate_far_behind_is_left_out_at_larger_batches(monkeypatch):
+    # sequential and looped make one call per matrix: 10x behind the best at one batch, they
+    # are not measured at larger batches of that shape (other shapes and batched candidates
+    # still are).
+    def median(fn, inputs, *a):
+        strategy = (getattr(fn, "__kwdefaults__", None) or {}).get("s")
+        return {"sequential": 50.0, "looped": 5.0}.get(strategy, 1.0), 0.0
+
+    monkeypatch.setattr(tune_module, "_median_ms", median)
+    run = lambda batch, n=8, dominated=None: tune_module._measure_cell(
+        tune_module.WORKLOADS["lu_factor"], tune_module.Cell("lu_factor", "float32", batch, n, n),
+        (2,), 1, 0, 0, {}, [], dominated)
+    dominated = {}
+    first = run(4, dominated=dominated)
+    assert {"sequential", "looped:2", "batched:1", "xla"} <= set(first)
+    assert dominated == {("lu_factor", "float32", 8, 8, 1, "sequential"): 4}
+    later = run(16, dominated=dominated)
+    assert "sequential" not in later and {"looped:2", "batched:1", "xla"} <= set(later)
+    assert "sequential" in run(2, dominated=dominated) and "sequential" in run(16, 16, dominated)
+    assert "sequential" in run(16)  # nothing recorded: every candidate
