@@ -19,16 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import random_shapes  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _auto_reads_no_table():
-    """`auto` reads no measured table: what a test asserts must not depend on the table of the
-    GPU it runs on."""
-    from jax_cusolver_ms import tables
-
-    with tables.using():
-        yield
+# The module's own autouse fixture (pytest takes fixtures from a module's namespace): `auto`
+# reads no measured table here either.
+from test_benchmarks import _auto_reads_no_table  # noqa: E402, F401
 
 
 # --- the draw -----------------------------------------------------------------------------------
