@@ -413,10 +413,11 @@ def det(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.det."""
     a = as_matrix("det", a, square=True)
     n = a.shape[-1]
-    if _strategy.choose("det", batch_size(a, 2), (n, n), a.dtype, strategy,
-                        lanes).rule == "closed form":
+    # det follows getrf's choice (strategy.ROUTINE_OF), less the closed form of n <= 3.
+    choice = _strategy.choose("det", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
+    if choice.rule == "closed form":
         return _det_closed_form(a)
-    if _jax_end_to_end("det", a, strategy, lanes):
+    if not choice.uses_ffi:  # JAX's own det whole: see _jax_end_to_end
         return nan_for_nonfinite_input(lambda x: [jnp.linalg.det(x)], substitute=False)(a)[0]
     p = resolve_params(strategy, lanes)
     return _det(a, p["strategy"], p["lanes"])
