@@ -225,8 +225,11 @@ def test_report_random_alone_writes_its_part_shows_it_and_resumes(tmp_path, monk
     # The run below resumes in this process: the first one measures on the same platform, or
     # the resume would (rightly) keep nothing measured on another device.
     platform = "cpu" if jax.default_backend() == "cpu" else "cuda"
-    r = subprocess.run([sys.executable, "-m", "benchmarks.report", "--random", "4", "--seed", "0",
-                        "--out", str(out), "--no-torch", "--no-plots"],
+    # The smoke grid's space on any platform: a GPU's default grid draws batches in the
+    # thousands.
+    smoke = ["--grid", "smoke", "--only", "random"]
+    r = subprocess.run([sys.executable, "-m", "benchmarks.report", *smoke, "--random", "4",
+                        "--seed", "0", "--out", str(out), "--no-torch", "--no-plots"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT,
                        env=dict(os.environ, JAX_PLATFORMS=platform))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -257,7 +260,7 @@ def test_report_random_alone_writes_its_part_shows_it_and_resumes(tmp_path, monk
         return real(*a, seed=seed, **kw)
 
     monkeypatch.setattr(report.bench, "run_cell", counting)
-    argv = ["--random", "6", "--seed", "0", "--out", str(out), "--no-torch", "--no-plots",
+    argv = [*smoke, "--random", "6", "--seed", "0", "--out", str(out), "--no-torch", "--no-plots",
             "--resume"]
     assert report.main(argv) == 0
     assert seeds == [4, 5]
@@ -265,7 +268,7 @@ def test_report_random_alone_writes_its_part_shows_it_and_resumes(tmp_path, monk
     assert again["shapes"][:4] == part["shapes"] and len(again["shapes"]) == 6
     # Another seed draws other shapes: nothing is kept.
     seeds.clear()
-    assert report.main(["--random", "2", "--seed", "9", "--out", str(out), "--no-torch",
+    assert report.main([*smoke, "--random", "2", "--seed", "9", "--out", str(out), "--no-torch",
                         "--no-plots", "--resume"]) == 0
     assert seeds == [0, 1]
 
