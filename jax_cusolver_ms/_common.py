@@ -120,6 +120,14 @@ def mh(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def batched_eye(n, dtype, ndim, m=None):
+    """The n x m identity (m = n by default) with leading 1s up to rank `ndim`: it broadcasts
+    against a stack of matrices without an implicit rank promotion (an error under
+    jax_numpy_rank_promotion='raise', as JAX's tests and careful users run)."""
+    eye = jnp.eye(n, n if m is None else m, dtype=dtype)
+    return eye.reshape((1,) * (ndim - 2) + eye.shape)
+
+
 def nan_where(bad, x):
     """x with NaN in every item (x's leading dims are bad's) where bad is true."""
     return jnp.where(bad.reshape(bad.shape + (1,) * (x.ndim - bad.ndim)),

@@ -52,6 +52,7 @@ import numpy as np
 
 from . import _ffi, _primitive, _progress, strategy as _strategy, tables as _tables
 from . import timing as _timing
+from ._common import batched_eye
 
 # From 2: below the smallest n measured `auto` runs JAX's lowering, and 2 x 2 and 3 x 3 systems
 # are common calls.
@@ -93,7 +94,8 @@ def _general(key, batch, rows, cols, nrhs, dtype):
 def _hpd(key, batch, rows, cols, nrhs, dtype):
     """Hermitian positive definite (symmetric for real dtypes)."""
     (a,) = _general(key, batch, rows, cols, nrhs, dtype)
-    return (jnp.matmul(a, jnp.conj(jnp.swapaxes(a, -1, -2))) / rows + jnp.eye(rows, dtype=dtype),)
+    return (jnp.matmul(a, jnp.conj(jnp.swapaxes(a, -1, -2))) / rows
+            + batched_eye(rows, dtype, a.ndim),)
 
 
 def _hermitian(key, batch, rows, cols, nrhs, dtype):

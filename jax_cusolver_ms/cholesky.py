@@ -16,8 +16,8 @@ from . import settings as _settings
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul, mh, promote,
-                      resolve_params, tril, triu)
+from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, factor_rhs, matmul, mh,
+                      promote, resolve_params, tril, triu)
 
 
 # --- potrf ------------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ potrf = SolverPrimitive("jcm_potrf", core_ranks=(2,), shape_rule=_potrf_shapes,
 def _phi(x):
     """The lower triangle of x with its diagonal halved."""
     n = x.shape[-1]
-    return tril(x) / (1 + jnp.eye(n, dtype=x.dtype))
+    return tril(x) / (1 + batched_eye(n, x.dtype, x.ndim))
 
 
 def _hermitian_from_lower(x):

@@ -19,8 +19,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
-                      nan_unless_ok, resolve_params)
+from ._common import (as_matrix, batch_size, batched_eye, info_result, matmul, mh,
+                      nan_for_nonfinite_input, nan_unless_ok, resolve_params)
 from .lu import solve
 
 
@@ -100,13 +100,14 @@ def _eigenvector_jvp(w, v, a_dot, solve_kw):
     perturbation theory (Giles, NA-08-01 sec. 3.1) gives v_j' = u_j + c_j v_j with c_j free;
     unit 2-norm and a real largest-magnitude component fix c_j (jax-ml/jax issue 2748)."""
     n = w.shape[-1]
-    eye = jnp.eye(n, dtype=w.dtype)
+    eye = batched_eye(n, w.dtype, w.ndim + 1)
     f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
     p = matmul(solve(v, a_dot, **solve_kw), v)
     w_dot = jnp.diagonal(p, axis1=-2, axis2=-1)
     u = matmul(v, f * p)
     largest = jnp.argmax(jnp.abs(v), axis=-2)
-    mask = (jnp.arange(n)[:, None] == largest[..., None, :]).astype(v.dtype)
+    rows = lax.broadcasted_iota(largest.dtype, v.shape, v.ndim - 2)
+    mask = (rows == largest[..., None, :]).astype(v.dtype)
     c = lax.complex(-jnp.real(jnp.sum(jnp.conj(v) * u, axis=-2)),
                     -jnp.imag(jnp.sum(mask * u, axis=-2)) / jnp.real(jnp.sum(mask * v, axis=-2)))
     return w_dot, u + v * c[..., None, :]

@@ -22,8 +22,8 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, info_result, matmul, mh, nan_for_nonfinite_input,
-                      nan_unless_ok, resolve_params)
+from ._common import (as_matrix, batch_size, batched_eye, info_result, matmul, mh,
+                      nan_for_nonfinite_input, nan_unless_ok, resolve_params)
 
 
 def _real_dtype(dtype):
@@ -90,7 +90,7 @@ def _syevd_jvp(primals, tangents, *, lower, jacobi, strategy, lanes):
                            lanes=lanes)
     a_dot = ad.instantiate_zeros(a_dot)
     w = w_real.astype(a.dtype)
-    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    eye = batched_eye(a.shape[-1], a.dtype, a.ndim)
     # 1 / (w_j - w_i) off the diagonal, 0 on it, without dividing by zero there.
     f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
     vh_a_dot_v = matmul(matmul(mh(v), a_dot), v)

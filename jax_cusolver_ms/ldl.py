@@ -335,7 +335,7 @@ def _valid_pivots(pivots):
     """Per matrix: pivots is a lower-form LAPACK pivot array, 1 <= |p| <= n, with the negative
     entries of every run in equal pairs (the 2x2 blocks), counted from the run's start."""
     n = pivots.shape[-1]
-    index = jnp.arange(n, dtype=np.int32)
+    index = lax.broadcasted_iota(np.int32, pivots.shape, pivots.ndim - 1)
     negative = pivots < 0
     run_start = lax.cummax(jnp.where(negative, -1, index), axis=pivots.ndim - 1) + 1
     opens_block = negative & ((index - run_start) % 2 == 0)

@@ -107,7 +107,7 @@ def _matmul_jax(a, b, *bias, transpose_a, transpose_b, activation, allow_tf32, o
                    precision=lax.Precision.DEFAULT if allow_tf32 else lax.Precision.HIGHEST,
                    preferred_element_type=_epilogue_dtype(out_dtype) if fused else out_dtype)
     if bias:
-        z = z + bias[0].astype(z.dtype)
+        z = z + jnp.broadcast_to(bias[0].astype(z.dtype), z.shape)
     return _activate(activation, z).astype(out_dtype)
 
 

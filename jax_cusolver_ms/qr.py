@@ -15,8 +15,8 @@ from jax import lax
 from . import _compat, strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, broadcast_batch, info_result, matmul, mh,
-                      nan_where_failed, promote, resolve_params, triu)
+from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
+                      mh, nan_where_failed, promote, resolve_params, triu)
 from .lu import lu_factor, lu_solve
 
 _MODES = ("reduced", "complete", "r", "raw", "full")  # "full": jnp's alias of "reduced"
@@ -26,7 +26,7 @@ def _reflect(a, taus, c, left, transpose):
     """op(Q) c or c op(Q) for Q = H_1 ... H_k, H_i = I - tau_i v_i v_i^H, in plain JAX ops (the
     differentiable twin of ormqr, used for the tangents in a and taus)."""
     m, k = a.shape[-2], taus.shape[-1]
-    v = jnp.tril(a[..., :, :k], -1) + jnp.eye(m, k, dtype=a.dtype)
+    v = jnp.tril(a[..., :, :k], -1) + batched_eye(m, a.dtype, a.ndim, k)
     taus = jnp.conj(taus) if transpose else taus
     reverse = left != transpose  # Q c and c Q^H apply H_k first
 
@@ -219,7 +219,7 @@ def _thin_qr_jvp(q, r, dx):
     dx_rinv = lax.linalg.triangular_solve(r, dx)  # dx R^-1
     qt_dx_rinv = matmul(mh(q), dx_rinv)
     lower = jnp.tril(qt_dx_rinv, -1)
-    eye = jnp.eye(r.shape[-1], dtype=r.dtype)
+    eye = batched_eye(r.shape[-1], r.dtype, r.ndim)
     do = lower - mh(lower) + eye * (qt_dx_rinv - jnp.real(qt_dx_rinv).astype(r.dtype))
     return matmul(q, do - qt_dx_rinv) + dx_rinv, matmul(qt_dx_rinv - do, r)
 
@@ -241,7 +241,7 @@ def _qr_jvp(mode, strategy, lanes, primals, tangents):
         if full and m > n:  # the other m - n columns: arxiv.org/pdf/2409.13374 eqs. 32-33
             q_nn, q_pn, q_mp = q_mn[..., :n, :], q_mn[..., n:, :], q[..., :, n:]
             kw = dict(strategy=strategy, lanes=lanes)
-            z_pn_h = lu_solve(lu_factor(q_nn - jnp.eye(n, dtype=x.dtype), **kw), mh(q_pn),
+            z_pn_h = lu_solve(lu_factor(q_nn - batched_eye(n, x.dtype, x.ndim), **kw), mh(q_pn),
                               trans=2, **kw)
             z_pn = mh(z_pn_h)
             dq_mp = matmul(dq, z_pn_h) - matmul(

@@ -19,7 +19,7 @@ from jax import lax
 
 from . import strategy as _strategy
 from ._compat import ad
-from ._common import (as_arrays, as_matrix, batch_size, info_result, matmul, mh,
+from ._common import (as_arrays, as_matrix, batch_size, batched_eye, info_result, matmul, mh,
                       nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .lu import inv
@@ -145,7 +145,7 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, algorithm, strateg
     dtype = a.dtype
     s_row = s[..., None, :]
     s_col = s[..., :, None]
-    eye = jnp.eye(s.shape[-1], dtype=s.dtype)
+    eye = batched_eye(s.shape[-1], s.dtype, s.ndim + 1)
     # F_ij = 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it.
     f = (1 / ((s_row + s_col) * (s_row - s_col) + eye) - eye).astype(dtype)
     ds_s = s_row.astype(dtype) * ds_mat   # dS diag(s)
@@ -308,7 +308,7 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None, strategy=None, lanes
             lanes=lanes)
     if rtol is None:
         rtol = s.max(-1) * np.max(M.shape[-2:]).astype(s.dtype) * jnp.finfo(s.dtype).eps
-    rtol = jnp.expand_dims(rtol, np.ndim(rtol))
+    rtol = jnp.broadcast_to(jnp.asarray(rtol)[..., None], s.shape[:-1] + (1,))
     return jnp.sum(s > rtol, axis=-1)
 
 

@@ -16,6 +16,9 @@ import jax
 
 # Enable float64/complex128 before any array is created.
 jax.config.update("jax_enable_x64", True)
+# As JAX's own tests and careful users run: an implicit rank promotion inside the package is an
+# error, not a silent broadcast.
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 import numpy as np
 import pytest

@@ -222,7 +222,7 @@ def test_integer_matmul_keeps_jnp_matmul_dtype_with_bias_and_transposes(dtype):
     a, b = _matrix(dtype)[:, :3], _rhs(dtype)
     bias = np.ones(2, dtype)
     _assert_same(jcm.matmul(a, b, transpose_a=True, bias=bias),
-                 jnp.matmul(a.T, b) + bias, "matmul with bias")
+                 jnp.matmul(a.T, b) + bias[None, :], "matmul with bias")
     _assert_same(jax.vmap(jcm.matmul, (0, None))(np.stack([a.T, a.T]), b),
                  jnp.matmul(np.stack([a.T, a.T]), b), "vmap(matmul)")
 

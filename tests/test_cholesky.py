@@ -189,7 +189,8 @@ def test_cho_solve(rng, dtype, case, strategy):
     vector = len(b_shape) == 1
     c, _ = jsl.cho_factor(a, lower)
     x = cho_solve((c, lower), jnp.asarray(b), strategy=strategy)
-    x_jax = jsl.cho_solve((c, lower), b)
+    with jax.numpy_rank_promotion("allow"):  # JAX's cho_solve broadcasts an unbatched b
+        x_jax = jsl.cho_solve((c, lower), b)
     assert x.shape == x_jax.shape and x.dtype == x_jax.dtype == np.dtype(dtype)
     core = 1 if vector else 2
     tol = rtol_for(dtype, n, condition_number(a))
@@ -479,7 +480,9 @@ def test_vmap_nested(rng, strategy):
     assert_trees_close(got, jnp.linalg.cholesky(a, upper=True), dtype, n, "vmap over batched")
     c = cho_factor(a[0, 0])
     got = jax.vmap(jax.vmap(lambda b: cho_solve(c, b, strategy=strategy)))(b)
-    assert_trees_close(got, jsl.cho_solve(c, b[..., None])[..., 0], dtype, n, "b-only nested")
+    with jax.numpy_rank_promotion("allow"):  # JAX's cho_solve broadcasts the batch of b
+        ref = jsl.cho_solve(c, b[..., None])[..., 0]
+    assert_trees_close(got, ref, dtype, n, "b-only nested")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,7 +583,8 @@ def test_jit_grad_of_complex_loss_matches_jax(rng):
         return f
 
     got = jax.jit(jax.grad(loss(cholesky, cho_solve), argnums=(0, 1)))(a, b)
-    ref = jax.grad(loss(jnp.linalg.cholesky, jsl.cho_solve), argnums=(0, 1))(a, b)
+    with jax.numpy_rank_promotion("allow"):  # JAX's cho_solve broadcasts the unbatched b
+        ref = jax.grad(loss(jnp.linalg.cholesky, jsl.cho_solve), argnums=(0, 1))(a, b)
     assert_trees_close(got, ref, np.complex128, 4, "jit(grad) of a complex loss")
 
 

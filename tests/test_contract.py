@@ -589,6 +589,23 @@ def test_cuda_lowering(rng, claim_extension, op, strategy):
     check_lowering(op, strategy, rng)
 
 
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPS])
+def test_cuda_lowering_broadcasts_nothing_implicitly(rng, claim_extension, op):
+    """Every path of the CUDA lowering (each strategy; auto with lanes, the FFI, and without,
+    where small calls go to JAX's own) at sizes on both sides of the written-out small-matrix
+    code, batch ranks 0 to 2: no implicit rank promotion (the suite runs with 'raise')."""
+    assert jax.config.jax_numpy_rank_promotion == "raise"
+    dtype = np.float32 if np.float32 in op.dtypes else op.dtypes[0]
+    calls = [options(s, 2) for s in strategies_of(op)] + ([options("auto")] * bool(op.strategies))
+    for opts in calls:
+        for batch, n in [((), 3), ((2,), 3), ((2, 3), 9), ((2,), 20)]:
+            if not op.batched and batch:
+                continue
+            args = op.build(rng, dtype, batch, n)
+            jax.jit(functools.partial(op.call, **opts)).trace(*args).lower(
+                lowering_platforms=("cuda",))
+
+
 # ---------------------------------------------------------------------------------------------
 # (d) vmap equals the batched call
 # ---------------------------------------------------------------------------------------------
@@ -691,7 +708,7 @@ def test_the_checks_fail_for_broken_ops(rng, claim_extension):
         check_vmap(broken("inv_by_rank", lambda a, **kw: jcm.inv(a, **kw) * a.ndim), dtype,
                    "looped", rng, n)
     # NaN isolation: NaN spread over the batch (0 * NaN), and a NaN matrix without NaN out.
-    spread = lambda a, **kw: jcm.inv(a, **kw) + 0 * jnp.sum(a, axis=0)
+    spread = lambda a, **kw: jcm.inv(a, **kw) + 0 * jnp.sum(a, axis=0, keepdims=True)
     with pytest.raises(AssertionError, match="spread"):
         check_nan_isolation(broken("inv_spread", spread), dtype, "looped", rng, n)
     cleaned = lambda a, **kw: jcm.inv(jnp.nan_to_num(a), **kw)

@@ -151,7 +151,8 @@ def test_epilogues(rng, dtype, activation, bias, algorithm):
     out = jcm.matmul(a, b, bias=c, activation=activation, algorithm=algorithm)
     check(out, reference(a, b, bias=c, activation=activation), dtype)
     # JAX's unfused version: the GELU is the tanh approximation.
-    z = jnp.matmul(a, b, precision="highest") + (0 if c is None else c)
+    z = jnp.matmul(a, b, precision="highest")
+    z = z + (0 if c is None else jnp.broadcast_to(c, z.shape))
     act = {None: lambda z: z, "relu": jax.nn.relu, "gelu": lambda z: jax.nn.gelu(z, True)}
     check(out, wide(act[activation](z)), dtype, tol=3 * TOL[dtype])
 
@@ -276,7 +277,8 @@ def test_grad_with_half_and_float32_results(rng, dtype):
 
     def theirs(a, b, c):
         z = jnp.matmul(a, b, precision="highest", preferred_element_type=np.float32)
-        return jnp.sum(jax.nn.gelu(z + c.astype(np.float32), approximate=True) ** 2)
+        z = z + jnp.broadcast_to(c.astype(np.float32), z.shape)
+        return jnp.sum(jax.nn.gelu(z, approximate=True) ** 2)
 
     for got, want in zip(jax.grad(ours, (0, 1, 2))(a, b, c), jax.grad(theirs, (0, 1, 2))(a, b, c)):
         assert got.dtype == want.dtype == np.dtype(dtype)

@@ -379,6 +379,9 @@ def test_the_shipped_h100_table_parses_and_never_loses_to_jax_where_measured():
             with tables.using(shipped):
                 plan = strategy.choose(routine, p.batch, shape, dtype, nrhs=nrhs)
             measured = p.time(tables.candidate_name(plan.strategy, plan.lanes))
+            if "xla" not in p.times_ms:  # LDL^T (sytrf, sytrs): JAX has none to lose to
+                assert plan.strategy != "xla", (routine, dtype, p)
+                continue
             assert measured <= p.times_ms["xla"] * (1 + tables.MARGIN), (routine, dtype, p)
 
 
