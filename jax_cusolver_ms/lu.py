@@ -17,9 +17,9 @@ from jax import lax
 from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
-from ._common import (as_matrix, batch_size, broadcast_batch, factor_rhs, matmul,
-                      nan_for_nonfinite_input, nan_where, nonfinite_matrices, promote,
-                      resolve_params, tril, triu)
+from ._common import (ELEMENTWISE_CHECK_MAX_ENTRIES, as_matrix, batch_size, batched_eye,
+                      broadcast_batch, factor_rhs, matmul, nan_for_nonfinite_input, nan_where,
+                      nonfinite_matrices, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
@@ -85,9 +85,9 @@ def _getrf_jvp(primals, tangents, *, strategy, lanes):
     dtype = a.dtype
     a_dot = ad.instantiate_zeros(a_dot)
     x = jnp.take_along_axis(a_dot, permutation[..., :, None], axis=-2)
-    eye_m = jnp.eye(m, dtype=dtype)
+    eye_m = batched_eye(m, dtype, a.ndim)
     l = jnp.pad(tril(lu[..., :, :k], -1), [(0, 0)] * (a.ndim - 1) + [(0, m - k)]) + eye_m
-    u_eye = jnp.pad(jnp.eye(n - k, dtype=dtype), ((k, 0), (k, 0)))
+    u_eye = jnp.pad(batched_eye(n - k, dtype, a.ndim), [(0, 0)] * (a.ndim - 2) + [(k, 0), (k, 0)])
     u = jnp.pad(triu(lu[..., :k, :]), [(0, 0)] * (a.ndim - 2) + [(0, n - k), (0, 0)]) + u_eye
     la = lax.linalg.triangular_solve(l, x, left_side=True, lower=True, unit_diagonal=True)
     lau = lax.linalg.triangular_solve(u, la, left_side=False, lower=False)
@@ -149,7 +149,7 @@ getrs = SolverPrimitive("jcm_getrs", core_ranks=(2, 1, 2), shape_rule=_getrs_sha
 
 def _unpack_lu(lu):
     n = lu.shape[-1]
-    return tril(lu, -1) + jnp.eye(n, dtype=lu.dtype), triu(lu)
+    return tril(lu, -1) + batched_eye(n, lu.dtype, lu.ndim), triu(lu)
 
 
 def _apply_a_dot(lu, perm, lu_dot, x, trans):
@@ -317,30 +317,59 @@ def inv(a, *, strategy=None, lanes=None):
 def _slogdet_from_lu(lu_, pivots):
     n = lu_.shape[-1]
     dtype = lu_.dtype
-    diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
-    is_zero = jnp.any(diag == jnp.array(0, dtype), axis=-1)
-    parity = jnp.count_nonzero(pivots != jnp.arange(n, dtype=pivots.dtype), axis=-1)
-    if jnp.iscomplexobj(lu_):
-        sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
+    if 0 < n * n <= ELEMENTWISE_CHECK_MAX_ENTRIES:
+        # Written out over the diagonal, like the NaN check at this size: one elementwise pass
+        # XLA fuses with the check, where the reductions below are kernels of their own.
+        diag = [lu_[..., i, i] for i in range(n)]
+        total = functools.partial(functools.reduce, jnp.add)
+        is_zero = functools.reduce(jnp.logical_or, [d == 0 for d in diag])
+        parity = total([(pivots[..., i] != i).astype(np.int32) for i in range(n)])
+        if jnp.iscomplexobj(lu_):
+            sign = functools.reduce(jnp.multiply, [d / jnp.abs(d).astype(dtype) for d in diag])
+        else:
+            sign = jnp.array(1, dtype)
+            parity = parity + total([(d < 0).astype(np.int32) for d in diag])
+        log_abs = total([jnp.log(jnp.abs(d)).astype(dtype) for d in diag])
     else:
-        sign = jnp.array(1, dtype)
-        parity = parity + jnp.count_nonzero(diag < 0, axis=-1)
+        diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
+        is_zero = jnp.any(diag == jnp.array(0, dtype), axis=-1)
+        rows = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
+        parity = jnp.count_nonzero(pivots != rows, axis=-1)
+        if jnp.iscomplexobj(lu_):
+            sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
+        else:
+            sign = jnp.array(1, dtype)
+            parity = parity + jnp.count_nonzero(diag < 0, axis=-1)
+        log_abs = jnp.sum(jnp.log(jnp.abs(diag)).astype(dtype), axis=-1)
     sign = jnp.where(is_zero, jnp.array(0, dtype), sign * (1 - 2 * (parity % 2)).astype(dtype))
-    logdet = jnp.where(is_zero, jnp.array(-jnp.inf, dtype),
-                       jnp.sum(jnp.log(jnp.abs(diag)).astype(dtype), axis=-1))
+    logdet = jnp.where(is_zero, jnp.array(-jnp.inf, dtype), log_abs)
     return sign, jnp.real(logdet)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
-def _slogdet(a, strategy, lanes):
+def _slogdet_from_qr(r, taus):
+    """sign and log|det| from a real QR: R's diagonal, and -1 per Householder reflector that
+    reflects (tau != 0; the last is the identity), as JAX's method='qr'."""
+    n = r.shape[-1]
+    diag = jnp.diagonal(r, axis1=-2, axis2=-1)
+    reflections = jnp.count_nonzero(taus[..., :n - 1] != 0, axis=-1)
+    sign = jnp.prod(jnp.sign(diag), axis=-1) * (1 - 2 * (reflections % 2)).astype(r.dtype)
+    return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _slogdet(a, strategy, lanes, method="lu"):
+    if method == "qr":
+        from .qr import geqrf  # qr.py builds on this module
+        return _slogdet_from_qr(*geqrf.bind(a, strategy=strategy, lanes=lanes))
     lu_, pivots, _ = getrf.bind(a, strategy=strategy, lanes=lanes)
     return _slogdet_from_lu(lu_, pivots)
 
 
 @_slogdet.defjvp
-def _slogdet_jvp(strategy, lanes, primals, tangents):
+def _slogdet_jvp(strategy, lanes, method, primals, tangents):
+    # d log|det A| = tr(A^-1 A'), as JAX's rule (for either method).
     (a,), (g,) = primals, tangents
-    sign, logdet = _slogdet(a, strategy, lanes)
+    sign, logdet = _slogdet(a, strategy, lanes, method)
     params = dict(strategy=strategy, lanes=lanes)
     ans_dot = jnp.trace(_solve_matrix(a, g, params), axis1=-1, axis2=-2)
     if jnp.iscomplexobj(a):
@@ -351,11 +380,22 @@ def _slogdet_jvp(strategy, lanes, primals, tangents):
     return (sign, logdet), (sign_dot, ans_dot)
 
 
-def slogdet(a, *, strategy=None, lanes=None):
-    """Like jax.numpy.linalg.slogdet: (sign, logabsdet); sign 0 and -inf for singular a."""
+SLOGDET_METHODS = ("lu", "qr")
+
+
+def slogdet(a, *, method=None, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.slogdet: (sign, logabsdet); sign 0 and -inf for singular a.
+    `method`: "lu" (None) or "qr" (real input only, as JAX)."""
     a = as_matrix("slogdet", a, square=True)
+    method = "lu" if method is None else method
+    if method not in SLOGDET_METHODS:
+        raise ValueError(f"slogdet: unknown method {method!r}; supported methods are 'lu' "
+                         "(None) and 'qr'")
+    if method == "qr" and jnp.iscomplexobj(a):
+        raise NotImplementedError("slogdet: method='qr' is not implemented for complex input "
+                                  f"({a.dtype.name}), as in JAX")
     p = resolve_params(strategy, lanes)
-    return SlogdetResult(*_slogdet(a, p["strategy"], p["lanes"]))
+    return SlogdetResult(*_slogdet(a, p["strategy"], p["lanes"], method))
 
 
 class SlogdetResult(NamedTuple):
@@ -372,11 +412,55 @@ def _det(a, strategy, lanes):
 
 @_det.defjvp
 def _det_jvp(strategy, lanes, primals, tangents):
-    # d det(A) = det(A) tr(A^-1 A'); undefined for singular A (JAX uses cofactors there).
+    # d det(A) = tr(adj(A) A'), JAX's rule: defined at singular A too (adjugate_product).
     (a,), (g,) = primals, tangents
-    y = _det(a, strategy, lanes)
-    z = _solve_matrix(a, g, dict(strategy=strategy, lanes=lanes))
-    return y, y * jnp.trace(z, axis1=-1, axis2=-2)
+    y, z = _adjugate_product(a, g, strategy, lanes)
+    return y, jnp.trace(z, axis1=-1, axis2=-2)
+
+
+def _adjugate_product(a, b, strategy, lanes):
+    """det(a) and adj(a) @ b, from this package's LU: det(a) solve(a, b) where a is invertible,
+    and still defined where it is not (JAX's cofactor solve, jnp.linalg.det's derivative).
+
+    With P A = L U, adj(A) b = det(A) U^-1 L^-1 P b. At corank 1 only U's last pivot u_nn is 0:
+    det(A) U^-1 divides by it in the last row alone, where u_nn det(A) / u_nn = the product of
+    the other pivots (times the sign); so u_nn is replaced by 1 / that partial product, the rows
+    above are scaled by det(A) (0 there), and the result is exact. At corank 2 and more the
+    adjugate is 0: such matrices (U with the replaced corner still singular) give 0."""
+    n = a.shape[-1]
+    if n == 1:
+        return a[..., 0, 0], b
+    lu_, pivots, permutation = getrf.bind(a, strategy=strategy, lanes=lanes)
+    rows = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
+    sign = (1 - 2 * (jnp.count_nonzero(pivots != rows, axis=-1) % 2)).astype(a.dtype)
+    # partial[..., k]: the signed product of the first k + 1 pivots; [..., -1] is det(A).
+    partial = jnp.cumprod(jnp.diagonal(lu_, axis1=-2, axis2=-1), axis=-1) * sign[..., None]
+    u = lu_.at[..., -1, -1].set(1 / partial[..., -2])
+    probe = lax.linalg.triangular_solve(u, jnp.ones(a.shape[:-1] + (1,), a.dtype),
+                                        left_side=True, lower=False)
+    corank_2 = ~jnp.all(jnp.isfinite(probe), axis=(-2, -1))[..., None, None]
+    x = jnp.where(corank_2, jnp.zeros_like(b), b)
+    x = jnp.take_along_axis(x, permutation[..., :, None], axis=-2)  # P b
+    x = lax.linalg.triangular_solve(u, x, left_side=True, lower=True, unit_diagonal=True)
+    x = jnp.concatenate([x[..., :-1, :] * partial[..., -1:, None], x[..., -1:, :]], axis=-2)
+    x = lax.linalg.triangular_solve(u, x, left_side=True, lower=False)
+    return partial[..., -1], jnp.where(corank_2, jnp.zeros_like(x), x)
+
+
+@jax.custom_jvp
+def _det_of_jax_lu(a):
+    """jnp.linalg.det's own computation (JAX's LU, then sign and log of the diagonal), its
+    derivative JAX's too; only the step after the LU is ours, so that it fuses with the NaN
+    check (written out for small matrices, _slogdet_from_lu), where jnp.linalg.det inside the
+    check leaves the check a kernel of its own: a launch as long as a small det's whole call."""
+    lu_, pivots, _ = lax.linalg.lu(a)
+    sign, logdet = _slogdet_from_lu(lu_, pivots)
+    return sign * jnp.exp(logdet).astype(sign.dtype)
+
+
+@_det_of_jax_lu.defjvp
+def _det_of_jax_lu_jvp(primals, tangents):
+    return jax.jvp(jnp.linalg.det, primals, tangents)
 
 
 def _det_closed_form(a):
@@ -417,7 +501,7 @@ def det(a, *, strategy=None, lanes=None):
     choice = _strategy.choose("det", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
     if choice.rule == "closed form":
         return _det_closed_form(a)
-    if not choice.uses_ffi:  # JAX's own det whole: see _jax_end_to_end
-        return nan_for_nonfinite_input(lambda x: [jnp.linalg.det(x)], substitute=False)(a)[0]
+    if not choice.uses_ffi:  # JAX's own factorization: see _det_of_jax_lu
+        return nan_for_nonfinite_input(lambda x: [_det_of_jax_lu(x)], substitute=False)(a)[0]
     p = resolve_params(strategy, lanes)
     return _det(a, p["strategy"], p["lanes"])
