@@ -6,6 +6,7 @@ jax.scipy.linalg counterpart; on a machine without a GPU it runs JAX's own imple
 """
 from ._ffi import gpu_available, lane_count, library_versions
 from .cholesky import cho_factor, cho_solve, cholesky
+from .dropin import disable, enable, enabled
 from .eig import EigResult, eig, eigvals, lax_eig
 from .eigh import EighResult, eigh, eigvalsh, lax_eigh
 from .ldl import ldl_factor, ldl_solve
@@ -21,9 +22,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EigResult", "EighResult", "QRResult", "STRATEGIES", "SVDResult", "cho_factor", "cho_solve",
-    "cholesky", "cond", "config", "det", "eig", "eigh", "eigvals", "eigvalsh", "explain",
-    "gpu_available", "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh",
-    "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor", "lu_solve",
-    "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr", "qr_multiply", "slogdet", "solve",
-    "svd", "svdvals", "tune",
+    "cholesky", "cond", "config", "det", "disable", "eig", "eigh", "eigvals", "eigvalsh", "enable",
+    "enabled", "explain", "gpu_available", "householder_product", "inv", "lane_count", "lax_eig",
+    "lax_eigh", "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor",
+    "lu_solve", "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr", "qr_multiply", "slogdet",
+    "solve", "svd", "svdvals", "tune",
 ]

@@ -48,3 +48,18 @@ def geqrf(a):
     import jax.numpy as jnp  # pragma: no cover
     h, taus = jnp.linalg.qr(a, mode="raw")  # pragma: no cover
     return jnp.swapaxes(h, -1, -2), taus  # pragma: no cover
+
+
+def cuda_lowering(prim):
+    """(rule, inline) of the CUDA lowering registered for `prim`, or None: the registry is
+    private in every supported release."""
+    from jax._src.interpreters import mlir as mlir_internal
+    entry = mlir_internal._platform_specific_lowerings["cuda"].get(prim)
+    return None if entry is None else (entry.rule, entry.inline)
+
+
+def jax_linalg_primitive(name):
+    """One of JAX's linalg primitives (lu_p, eigh_p, ...) by name, or None where a release
+    renamed or removed it: they are private in every supported release."""
+    from jax._src.lax import linalg as lax_linalg
+    return getattr(lax_linalg, name, None)

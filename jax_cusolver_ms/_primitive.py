@@ -61,6 +61,9 @@ class SolverPrimitive:
         self._special_batch_rule = batch_rule
         self.core_ranks = tuple(core_ranks)
         self.shape_rule = shape_rule
+        # The CUDA implementation, traced at lowering: dropin.enable() lowers JAX's own
+        # primitives through it.
+        self.cuda_impl = cuda_impl
         self.prim = _compat.Primitive(name)
         self.prim.multiple_results = True
         self.prim.def_impl(functools.partial(_compat.apply_primitive, self.prim))
