@@ -90,10 +90,12 @@ except Exception:  # noqa: BLE001
 
 
 STRATEGIES = ("auto",)  # the strategies timed per cell unless told otherwise
-# Every strategy the package knows (each may carry a lane count: "looped:16").
-KNOWN_STRATEGIES = tuple(jcm.STRATEGIES) if jcm is not None else ("auto", "looped",
-                                                                  "sequential", "batched",
-                                                                  "blocked")
+# "enabled": JAX's own function (the reference) compiled under jax_cusolver_ms.enable(), the
+# unchanged-code path, timed beside auto.
+ENABLED = "enabled"
+# Every strategy the package knows (each may carry a lane count: "looped:16"), and ENABLED.
+KNOWN_STRATEGIES = (tuple(jcm.STRATEGIES) if jcm is not None else (
+    "auto", "looped", "sequential", "batched", "blocked")) + (ENABLED,)
 DTYPES = ("float32", "float64")
 REPEATS = 10
 SMOKE_REPEATS = 3  # no GPU: a check of the runner, not of the speed
@@ -580,6 +582,22 @@ def measure_jax(fn, inputs, args, limit_s: float | None = None) -> tuple[dict, A
     return {**_summary(times), "warmup": warmup, "probe_ms": probe_ms}, out
 
 
+def measure_enabled(reference, inputs, args) -> tuple[dict, Any, Callable[..., Any]]:
+    """JAX's own function compiled while jax_cusolver_ms.enable() is on, then timed (and timed
+    again by --rounds) as that compiled program, whatever is switched on later: (result, output,
+    the function the timer knows it by)."""
+    def unchanged_code(*xs):  # a function of its own: its own compiled program in the timer
+        return reference(*xs)
+
+    jcm.enable()
+    try:
+        compile_for_timing(unchanged_code, *inputs)
+    finally:
+        jcm.disable()
+    result, out = measure_jax(unchanged_code, inputs, args)
+    return result, out, unchanged_code
+
+
 def measure_torch(torch, fn, inputs, args) -> dict:
     """CUDA events on torch's current stream around each call, after warm-up."""
     fn(*inputs)
@@ -834,6 +852,13 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
             strategy, _, lanes = spec.partition(":")
             name = f"jcm:{spec}"
             try:
+                if spec == ENABLED:
+                    impls[name], out, fn = measure_enabled(op.reference, inputs, args)
+                    timed[name] = fn
+                    error = float(op.error(inputs, truth, out))
+                    del out
+                    impls[name].update(error=error, ok=bool(math.isfinite(error) and error <= bar))
+                    continue
                 fn = op.our_fn(strategy, int(lanes) if lanes else args.lanes)
                 if spec == "auto" and same_lowering and "jax" in timed:
                     # auto runs JAX's own lowering; with no guard of ours around it, it is the

@@ -141,6 +141,15 @@ def speedup(cell, over="jax"):
     return theirs / ours if ours and theirs else None
 
 
+ENABLED_IMPL = f"jcm:{bench.ENABLED}"
+
+
+def enabled_speedup(cell):
+    """JAX's time over its own code's under jax_cusolver_ms.enable(): > 1 is faster."""
+    enabled, theirs = _median(cell, ENABLED_IMPL), _median(cell, "jax")
+    return theirs / enabled if enabled and theirs else None
+
+
 def geomean(values):
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -425,14 +434,15 @@ def _check(impls: dict) -> str:
 
 def cells_markdown(cells: list[dict], strategies) -> str:
     """The table of every square cell."""
-    head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax", "auto picks", "best jcm",
-            "torch", "check"]
+    enabled = any(ENABLED_IMPL in c.get("impls", {}) for c in cells)
+    head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax"] + (
+        ["enabled vs jax"] if enabled else []) + ["auto picks", "best jcm", "torch", "check"]
     rows = []
     for c in cells:
         shape = f"{c['batch']}x{c['n']}"
         if c.get("status") == "skipped":
             rows.append([c["op"], c["dtype"], shape, "skipped: " + c.get("note", "")]
-                        + [""] * 6)
+                        + [""] * (len(head) - 4))
             continue
         impls = c["impls"]
         jax_r, auto = impls.get("jax"), impls.get("jcm:auto")
@@ -446,8 +456,9 @@ def cells_markdown(cells: list[dict], strategies) -> str:
         chosen = "-"
         if plan.get("strategy") is not None:
             chosen = str(plan["strategy"]) + (f"/{plan['lanes']}" if plan.get("lanes") else "")
-        rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), ratio,
-                     chosen, best, _ms(impls.get("torch"), True), _check(impls)])
+        rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), ratio]
+                    + ([_x(enabled_speedup(c))] if enabled else [])
+                    + [chosen, best, _ms(impls.get("torch"), True), _check(impls)])
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     floors = ", ".join(f"{d} {v:g}" for d, v in bench.ERROR_FLOOR.items())
@@ -458,7 +469,9 @@ def cells_markdown(cells: list[dict], strategies) -> str:
     lines += ["", f"ms for the whole batch, median (min). Strategies timed: "
               f"{', '.join(strategies)}. 'best jcm': the fastest whose answer passed the check, "
               f"error <= max({bench.ERROR_RATIO:g} x JAX's error, {floors}); '(wrong)' marks a "
-              "failed check; 'auto picks': jcm.explain()'s strategy/lanes."]
+              "failed check; 'auto picks': jcm.explain()'s strategy/lanes."
+              + (" 'enabled vs jax': JAX's own code compiled under jax_cusolver_ms.enable()."
+                 if enabled else "")]
     return "\n".join(lines) + "\n"
 
 
@@ -492,18 +505,22 @@ def random_markdown(part: dict) -> str:
         lines.append("None.")
     if s["skipped"]:
         lines += ["", "Skipped:"] + [f"- {k}" for k in s["skipped"]]
+    enabled = any(ENABLED_IMPL in c.get("impls", {}) for c in part["shapes"])
+    extra = " enabled vs jax |" if enabled else ""
     lines += ["", "### Every shape", "",
-              "| # | op | dtype | batch | m x n | nrhs | jax | jcm auto | vs jax | auto runs | "
-              "check |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| # | op | dtype | batch | m x n | nrhs | jax | jcm auto | vs jax |" + extra
+              + " auto runs | check |", "|---|---|---|---|---|---|---|---|---|" + "---|" * enabled
+              + "---|---|"]
     for c in part["shapes"]:
         head = (f"| {c['index']} | {c['op']} | {c['dtype']} | {c['batch']} | {c['m']}x{c['n']} | "
                 f"{c['nrhs'] if c['op'] in random_shapes.SOLVES else '-'} |")
         if c.get("status") == "skipped":
-            lines.append(f"{head} skipped: {c.get('note', '')} | | | | |")
+            lines.append(f"{head} skipped: {c.get('note', '')} | | | |" + " |" * enabled)
             continue
         impls = c["impls"]
         lines.append(f"{head} {_ms(impls.get('jax'), True)} | {_ms(impls.get('jcm:auto'), True)} "
-                     f"| {_x(speedup(c))} | {picks(c)} | {_check(impls)} |")
+                     f"| {_x(speedup(c))} |" + (f" {_x(enabled_speedup(c))} |" if enabled else "")
+                     + f" {picks(c)} | {_check(impls)} |")
     lines += ["", "ms for the whole batch, median (min); 'check' as the grid's."]
     notes = failures(part["shapes"])
     if notes:

@@ -43,7 +43,8 @@ GRIDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids.tom
 JAX_LIMIT_S = 20.0
 _PARTS = ("square", "matmul", "random")
 # The keys of a grid's random part (grids.toml).
-_RANDOM_KEYS = {"count", "seed", "ops", "dtypes", "max_n", "max_batch", "repeats", "jax_limit_s"}
+_RANDOM_KEYS = {"count", "seed", "ops", "dtypes", "max_n", "max_batch", "repeats", "jax_limit_s",
+                "strategies"}
 # What a report records of the options that shaped it.
 _SQUARE_ARGS = ("ops", "dtypes", "batches", "sizes", "strategies", "repeats", "min_repeats",
                 "jax_limit_s", "max_input_gb", "no_torch", "lanes")
@@ -68,6 +69,10 @@ def load_grids(path: str = GRIDS_FILE) -> dict:
             raise ValueError(f"{path}: grid {name!r}: unknown matmul cells "
                              f"{sorted(set(wanted) - set(cells))}")
         rnd = spec.get("random", {})
+        if set(rnd.get("strategies", ["auto"])) - {"auto", bench.ENABLED} or "auto" not in rnd.get(
+                "strategies", ["auto"]):
+            raise ValueError(f"{path}: grid {name!r}: the random part times 'auto' and "
+                             f"optionally {bench.ENABLED!r}, got {rnd['strategies']}")
         if set(rnd) - _RANDOM_KEYS:
             raise ValueError(f"{path}: grid {name!r}: unknown random keys "
                              f"{sorted(set(rnd) - _RANDOM_KEYS)}")
@@ -509,10 +514,14 @@ def parse_args(argv=None):
     forwarded += ["--cpu-smoke"] if not gpu else []
     args.random_bench_args = None
     if args.random_args:
-        # The random part times `auto` alone, with its own repeats and JAX limit where given;
+        # The random part times `auto` (and "enabled"), with its own repeats and JAX limit;
         # a shape too slow for JAX is learned from a smaller batch where that is cheaper.
         rargs = args.random_args
-        own = ["--strategies", "auto", "--max-input-gb", str(rargs["max_input_gb"]),
+        # "enabled" (JAX's code under enable()) rides along where the part or --strategies
+        # asks for it.
+        strategies = rargs["strategies"] or ["auto"] + [bench.ENABLED] * (
+            bench.ENABLED in (args.strategies or []))
+        own = ["--strategies", ",".join(strategies), "--max-input-gb", str(rargs["max_input_gb"]),
                "--jax-limit-s", str(rargs["jax_limit_s"]), "--no-torch", "--estimate-first"]
         own += ["--repeats", str(rargs["repeats"])] if rargs["repeats"] else []
         own += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
@@ -547,7 +556,8 @@ def _random_args(p, args, spec: dict, given: dict) -> dict | None:
             "ops": ops, "dtypes": dtypes, "max_n": spec.get("max_n", random_shapes.MAX_N),
             "max_batch": spec.get("max_batch"), "max_input_gb": args.max_input_gb,
             "jax_limit_s": given["jax_limit_s"] or spec.get("jax_limit_s", args.jax_limit_s),
-            "repeats": given["repeats"] or spec.get("repeats")}
+            "repeats": given["repeats"] or spec.get("repeats"),
+            "strategies": spec.get("strategies")}
 
 
 def _out(args, gpu_name: str, measuring: bool) -> tuple[str, bool]:

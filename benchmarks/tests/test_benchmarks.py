@@ -218,6 +218,25 @@ def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
     assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
 
 
+def test_enabled_compiles_jaxs_own_code_under_enable_and_switches_back():
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto,enabled"])
+    seen = []
+
+    def reference(a):  # traced once, at the compile measure_enabled makes
+        seen.append(jcm.enabled())
+        return jnp.linalg.inv(a)
+
+    a = jnp.eye(4) * 2
+    result, out, timed = bench.measure_enabled(reference, (a,), args)
+    assert seen == [True] and not jcm.enabled()
+    np.testing.assert_allclose(out, np.eye(4) / 2)
+    assert result["median_ms"] > 0 and timed is not reference
+    # Timed again (--rounds), the program compiled under enable() is reused, not retraced.
+    bench.device_time_ms(timed, a, repeats=2, warmup=0)
+    assert seen == [True]
+
+
 def test_estimate_first_skips_where_jax_loops_and_a_smaller_batch_says_too_slow(monkeypatch):
     bench = importlib.import_module("benchmarks.bench")
     # The estimate itself: one call at a sixteenth of the batch, scaled by the batch.
@@ -513,8 +532,11 @@ def test_report_smoke_grid_writes_json_markdown_and_figures(tmp_path, with_plots
     assert sq["complete"] and len(sq["cells"]) == 2 and "matmul" not in doc
     assert all("times_ms" not in i for c in sq["cells"] for i in c["impls"].values())
     assert {e["op"] for e in sq["summary"]["per_op"]} == {"lu_factor"}
+    # The smoke grid times JAX's own code under enable() too ("enabled"), its answer checked.
+    assert all(c["impls"]["jcm:enabled"]["ok"] for c in sq["cells"])
     md = (out / "report.md").read_text()
     assert "geomean vs JAX" in md and "| lu_factor | float32 | 2 |" in md
+    assert "| enabled vs jax |" in md and "compiled under jax_cusolver_ms.enable()" in md
     pngs = sorted(p.name for p in (out / "figures").glob("*.png")) if (out / "figures").exists() else []
     if with_plots:
         assert pngs == ["lu_factor_speedup.png", "lu_factor_times.png", "overview.png"]
