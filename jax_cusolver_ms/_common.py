@@ -120,6 +120,23 @@ def mh(x):
     return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
+def forwarding_to(jax_module, module_name, module_globals):
+    """(__getattr__, __dir__) for a mirror of one of JAX's modules: the names the mirror does
+    not define are `jax_module`'s own objects, looked up on use; dir() lists both."""
+    def __getattr__(name):
+        if not name.startswith("__"):
+            try:
+                return getattr(jax_module, name)
+            except AttributeError:
+                pass
+        raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(set(module_globals) | set(dir(jax_module)))
+
+    return __getattr__, __dir__
+
+
 def batched_eye(n, dtype, ndim, m=None):
     """The n x m identity (m = n by default) with leading 1s up to rank `ndim`: it broadcasts
     against a stack of matrices without an implicit rank promotion (an error under
