@@ -16,9 +16,6 @@ import jax
 
 # Enable float64/complex128 before any array is created.
 jax.config.update("jax_enable_x64", True)
-# As JAX's own tests and careful users run: an implicit rank promotion inside the package is an
-# error, not a silent broadcast.
-jax.config.update("jax_numpy_rank_promotion", "raise")
 
 import numpy as np
 import pytest
@@ -48,6 +45,15 @@ requires_gpu = pytest.mark.skipif(
 requires_extension = pytest.mark.skipif(
     not jcm.library_versions(), reason="the jax_cusolver_ms CUDA extension is not built"
 )
+
+@pytest.fixture(autouse=True)
+def rank_promotion_raises():
+    """As JAX's own tests and careful users run: an implicit rank promotion inside the package
+    is an error, not a silent broadcast (for these tests only: the benchmarks' own code is
+    not held to it)."""
+    with jax.numpy_rank_promotion("raise"):
+        yield
+
 
 @pytest.fixture
 def claim_extension(monkeypatch):
