@@ -314,6 +314,12 @@ def inv(a, *, strategy=None, lanes=None):
     return solve(a, eye, strategy=strategy, lanes=lanes)
 
 
+def _row_swaps(pivots):
+    """How many rows the LU's pivots swapped, per matrix (its parity is det(P)'s sign)."""
+    rows = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
+    return jnp.count_nonzero(pivots != rows, axis=-1)
+
+
 def _slogdet_from_lu(lu_, pivots):
     n = lu_.shape[-1]
     dtype = lu_.dtype
@@ -333,8 +339,7 @@ def _slogdet_from_lu(lu_, pivots):
     else:
         diag = jnp.diagonal(lu_, axis1=-2, axis2=-1)
         is_zero = jnp.any(diag == jnp.array(0, dtype), axis=-1)
-        rows = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
-        parity = jnp.count_nonzero(pivots != rows, axis=-1)
+        parity = _row_swaps(pivots)
         if jnp.iscomplexobj(lu_):
             sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
         else:
@@ -431,8 +436,7 @@ def _adjugate_product(a, b, strategy, lanes):
     if n == 1:
         return a[..., 0, 0], b
     lu_, pivots, permutation = getrf.bind(a, strategy=strategy, lanes=lanes)
-    rows = lax.broadcasted_iota(pivots.dtype, pivots.shape, pivots.ndim - 1)
-    sign = (1 - 2 * (jnp.count_nonzero(pivots != rows, axis=-1) % 2)).astype(a.dtype)
+    sign = (1 - 2 * (_row_swaps(pivots) % 2)).astype(a.dtype)
     # partial[..., k]: the signed product of the first k + 1 pivots; [..., -1] is det(A).
     partial = jnp.cumprod(jnp.diagonal(lu_, axis1=-2, axis2=-1), axis=-1) * sign[..., None]
     u = lu_.at[..., -1, -1].set(1 / partial[..., -2])
