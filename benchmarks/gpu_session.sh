@@ -69,6 +69,7 @@ step "installed package"
 import jax, jax_cusolver_ms as jcm
 print("jax_cusolver_ms from", jcm.__file__)
 print("jax devices:", jax.devices(), "| libraries:", jcm.library_versions())
+print("strategy tables:", jcm.explain("lu_factor", (16, 2048, 2048), "float32").source)
 raise SystemExit(0 if jcm.gpu_available() else "the CUDA extension did not load, or JAX sees "
                                                  "no GPU")
 EOF

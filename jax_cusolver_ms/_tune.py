@@ -578,7 +578,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
         # A shipped table answers for its GPU model under any versions (tables.read_shipped):
         # what it holds stays, measured again only with `remeasure`.
         table = (_tables.Table.from_json(json.loads(earlier.read_text()), f"shipped {path}")
-                 if earlier.exists() else _tables.Table(gpu, f"shipped {path}", {}, key))
+                 if earlier.exists() else _tables.Table(gpu, f"shipped {path}", {}, key,
+                                                        _tables.gpu_arch()))
         if table.gpu != gpu:
             raise ValueError(f"tune: {earlier} is the table of {table.gpu!r}, not of this "
                              f"GPU ({gpu!r})")

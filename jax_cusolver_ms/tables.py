@@ -239,10 +239,11 @@ class Table:
     """Measured times of one GPU: {(routine, dtype): [Point, ...]}."""
 
     def __init__(self, gpu: str, source: str, entries: Mapping[tuple, Iterable[Point]],
-                 key: Mapping | None = None):
+                 key: Mapping | None = None, arch: Mapping | None = None):
         self.gpu = gpu
         self.source = source
         self.key = dict(key or {})
+        self.arch = dict(arch or {})  # the processor it was measured on (read_shipped)
         self.entries = {k: tuple(sorted(v, key=lambda p: p.key)) for k, v in entries.items()}
 
     # JSON: {"format": 1, "gpu": ..., "key": {...}, "entries": {"getrf": {"float32": [
@@ -271,7 +272,7 @@ class Table:
                         raise ValueError(f"{routine} {dtype}: point {p!r} given twice")
                     parsed[point.key] = point
                 entries[(str(routine), str(dtype))] = list(parsed.values())
-        return cls(str(doc["gpu"]), source, entries, doc.get("key"))
+        return cls(str(doc["gpu"]), source, entries, doc.get("key"), doc.get("arch"))
 
     def to_json(self) -> dict:
         entries: dict = {}
@@ -284,7 +285,10 @@ class Table:
                 if p.nrhs != 1:
                     row["nrhs"] = p.nrhs
                 rows.append(dict(row, times_ms=dict(sorted(p.times_ms.items()))))
-        return {"format": FORMAT, "gpu": self.gpu, "key": self.key, "entries": entries}
+        doc = {"format": FORMAT, "gpu": self.gpu, "key": self.key}
+        if self.arch:
+            doc["arch"] = self.arch
+        return dict(doc, entries=entries)
 
     def merged(self, other: "Table") -> "Table":
         """This table with `other`'s points added (other's times win at the same point)."""
@@ -295,7 +299,7 @@ class Table:
                 times = {**(old.times_ms if old else {}), **p.times_ms}
                 entries[k][p.key] = dataclasses.replace(p, times_ms=times)
         return Table(other.gpu, other.source, {k: list(v.values()) for k, v in entries.items()},
-                     other.key)
+                     other.key, other.arch or self.arch)
 
     def estimate(self, routine: str, dtype: str, batch: int, n: int,
                  allowed: Callable[[str], bool] = lambda c: True, aspect: float = 1.0,
@@ -432,16 +436,37 @@ def read_tuned(path, key: Mapping) -> Table | None:
     return table
 
 
-def read_shipped(gpu: str, folder=None) -> Table | None:
-    """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind)."""
+def read_shipped(gpu: str, folder=None, arch: Mapping | None = None) -> Table | None:
+    """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind); where
+    none is and `arch` is given ({"compute_capability": "9.0", "sm_count": 132}), the table of
+    another model of the same processor (equal compute capability and multiprocessor count, as
+    the file's "arch" records them), which stands in for it: an H200 is an H100's processor with
+    faster memory, so the two rank the strategies alike (benchmarks/results/H200/ measures
+    `auto` there with the H100's table)."""
+    docs = []
     for path in sorted(Path(folder or SHIPPED_DIR).glob("*.json")):
         try:
             doc = json.loads(path.read_text())
             if doc.get("gpu") == gpu:
                 return Table.from_json(doc, f"shipped table {gpu} ({path.name})")
+            docs.append((path, doc))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
                           RuntimeWarning, stacklevel=2)
+    if not arch or None in (arch.get("compute_capability"), arch.get("sm_count")):
+        return None
+    for path, doc in docs:
+        theirs = doc.get("arch") if isinstance(doc, dict) else None
+        if isinstance(theirs, dict) and all(
+                str(theirs.get(k)) == str(arch[k]) for k in ("compute_capability", "sm_count")):
+            try:
+                return Table.from_json(doc, f"shipped table {doc['gpu']} ({path.name}) standing "
+                                            f"in for {gpu}: the same processor (compute "
+                                            f"capability {arch['compute_capability']}, "
+                                            f"{arch['sm_count']} multiprocessors)")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
+                              RuntimeWarning, stacklevel=2)
     return None
 
 
@@ -456,6 +481,21 @@ def gpu_name() -> str | None:
     import jax
 
     return next(d.device_kind for d in jax.devices() if d.platform == "gpu")
+
+
+def gpu_arch() -> dict:
+    """The first GPU's processor, as the shipped tables' "arch" records it: compute capability
+    and multiprocessor count ({} without a GPU, or where JAX does not say)."""
+    from . import _ffi
+
+    if not _ffi.gpu_available():
+        return {}
+    import jax
+
+    device = next(d for d in jax.devices() if d.platform == "gpu")
+    arch = {"compute_capability": getattr(device, "compute_capability", None),
+            "sm_count": getattr(device, "core_count", None)}
+    return arch if None not in arch.values() else {}
 
 
 def current_key(gpu: str) -> dict:
@@ -495,7 +535,8 @@ def overlay(tuned: Table | None, shipped: Table | None) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def _loaded(gpu: str) -> tuple:
-    return overlay(read_tuned(cache_path(gpu), current_key(gpu)), read_shipped(gpu))
+    return overlay(read_tuned(cache_path(gpu), current_key(gpu)),
+                   read_shipped(gpu, arch=gpu_arch()))
 
 
 def active() -> tuple:

@@ -393,6 +393,43 @@ def test_explain_for_another_gpu_model_reads_its_shipped_table():
     assert plan.source == "unmeasured"
 
 
+@pytest.mark.parametrize("arch,stands_in", [
+    ({"compute_capability": "9.0", "sm_count": 132}, True),   # an H200: the H100's processor
+    ({"compute_capability": "9.0", "sm_count": 114}, False),  # an H100 PCIe: fewer SMs
+    ({"compute_capability": "8.0", "sm_count": 132}, False),
+    ({}, False)])
+def test_a_shipped_table_stands_in_only_for_the_same_processor(arch, stands_in):
+    table = tables.read_shipped("NVIDIA H200", arch=arch)
+    assert (table is not None) == stands_in
+    if stands_in:
+        assert table.gpu == H100 and table.source.startswith(f"shipped table {H100}")
+        assert "standing in for NVIDIA H200" in table.source
+        assert table.entries == tables.read_shipped(H100).entries
+    # The model's own table always comes first, whatever the processor says.
+    assert tables.read_shipped(H100, arch=arch).source == f"shipped table {H100} (h100.json)"
+
+
+def test_this_machine_loads_a_stand_in_table_for_the_same_processor(monkeypatch):
+    monkeypatch.setattr(tables, "gpu_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(tables, "gpu_arch", lambda: {"compute_capability": "9.0",
+                                                     "sm_count": 132})
+    monkeypatch.setenv(tables.CACHE_ENV, "/nonexistent-cache")
+    tables.reload()
+    try:
+        with tables.using_machine():
+            plan = jcm.explain("lu_factor", (16, 2048, 2048), np.float32)
+        assert plan.strategy == "blocked" and "standing in for NVIDIA H200" in plan.source
+    finally:
+        tables.reload()
+
+
+def test_the_arch_survives_a_round_trip():
+    shipped = tables.read_shipped(H100)
+    assert shipped.arch == {"compute_capability": "9.0", "sm_count": 132}
+    again = Table.from_json(json.loads(json.dumps(shipped.to_json())), "x")
+    assert again.arch == shipped.arch and again.entries == shipped.entries
+
+
 @pytest.mark.parametrize("op,routine", [("eigh", "syevj"), ("eigvalsh", "syevj"),
                                         ("svd", "gesvdj"), ("lu_factor", "getrf")])
 def test_explain_names_the_routine_that_runs(op, routine):
