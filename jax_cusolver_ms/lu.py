@@ -500,6 +500,16 @@ def _jax_end_to_end(op, a, strategy, lanes, nrhs=0):
 def det(a, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.det."""
     a = as_matrix("det", a, square=True)
+    strategy, lanes = _config.resolve(strategy, lanes, "det")
+    return _det_compiled(a, strategy, lanes)
+
+
+# One program, as jnp.linalg.det is: called eagerly, det then rounds as it does inside a jit
+# (op by op, the sign and the product of the pivots fused otherwise: float32 n = 25 differed by
+# 4e-6, JAX's own suite asks 1e-6). The strategy and lanes in force are resolved before it, so
+# they key its cache.
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _det_compiled(a, strategy, lanes):
     n = a.shape[-1]
     # det follows getrf's choice (strategy.ROUTINE_OF), less the closed form of n <= 3.
     choice = _strategy.choose("det", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
@@ -507,5 +517,4 @@ def det(a, *, strategy=None, lanes=None):
         return _det_closed_form(a)
     if not choice.uses_ffi:  # JAX's own factorization: see _det_of_jax_lu
         return nan_for_nonfinite_input(lambda x: [_det_of_jax_lu(x)], substitute=False)(a)[0]
-    p = resolve_params(strategy, lanes)
-    return _det(a, p["strategy"], p["lanes"])
+    return _det(a, strategy, lanes)

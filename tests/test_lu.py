@@ -872,11 +872,14 @@ def test_det_derivative_is_jaxs_at_and_near_singular_matrices(rng, dtype, n, str
     y_jax, t_jax = jax.jvp(jnp.linalg.det, (a,), (g,))
     assert np.isfinite(np.asarray(t)).all()
     tol = rtol_for(dtype, n, 1e3)
-    scale = np.abs(np.asarray(t_jax)).max() + np.abs(np.asarray(y_jax)).max()
-    np.testing.assert_allclose(np.asarray(y), np.asarray(y_jax), rtol=0, atol=tol * scale)
-    np.testing.assert_allclose(np.asarray(t), np.asarray(t_jax), rtol=0, atol=tol * scale)
-    if corank == 2 and n > 2:  # the adjugate is 0, up to rounding: on the scale of |A|^(n-1) |A'|
-        size = np.linalg.norm(a, 2, axis=(-2, -1)) ** (n - 1) * np.linalg.norm(g, 2, axis=(-2, -1))
+    # Rounding is on the scale of |A|^n for det and |A|^(n-1) |A'| for its derivative, not of
+    # the values themselves: at corank >= 1 both sides are rounding noise around 0 (and at
+    # corank 2 the derivative is too).
+    norm_a = np.linalg.norm(a, 2, axis=(-2, -1))
+    size = norm_a ** (n - 1) * np.linalg.norm(g, 2, axis=(-2, -1))
+    np.testing.assert_array_less(np.abs(np.asarray(y) - np.asarray(y_jax)), tol * norm_a ** n)
+    np.testing.assert_array_less(np.abs(np.asarray(t) - np.asarray(t_jax)), tol * size)
+    if corank == 2 and n > 2:  # the adjugate is 0, up to rounding
         assert (np.abs(np.asarray(t)) <= tol * size).all(), (t, size)
 
 
