@@ -33,6 +33,12 @@ def cuda_targets(fn, *args):
     return set(re.findall(r"custom_call @(\w+)", text))
 
 
+def cuda_program(fn, *args):
+    """jit(fn)'s CUDA lowering as text, for operands shaped as `args`."""
+    structs = [jax.ShapeDtypeStruct(np.shape(a), np.dtype(a.dtype)) for a in args]
+    return jax.jit(fn).trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
+
+
 def ours(targets):
     return {t for t in targets if t.startswith("jcm_")}
 
@@ -84,15 +90,20 @@ def test_enabled_jax_code_lowers_to_ours_and_disabled_to_jaxs(rng, claim_extensi
 
 def test_auto_under_enable_hands_unmeasured_calls_to_jaxs_own_rule(rng, claim_extension,
                                                                    switched_off, monkeypatch):
-    # Nothing measured for this GPU name: auto chooses JAX's lowering, so enable() changes the
-    # program only by the NaN guard: the same cuSOLVER calls as JAX's, none of ours, and no
-    # recursion into the redirected rule.
+    # Nothing measured for this GPU name: auto chooses JAX's lowering for every call, and
+    # enable() then leaves JAX's program exactly as it is (no NaN guard around it, no
+    # recursion into the redirected rule).
     from jax_cusolver_ms import tables
     monkeypatch.setattr(tables, "gpu_name", lambda: "a GPU no table knows")
-    a, b = operands(rng, "square_rhs", np.float32)
-    jax_own = cuda_targets(lambda a, b: jnp.linalg.solve(a, b), a, b)
-    jcm.enable()
-    assert cuda_targets(lambda a, b: jnp.linalg.solve(a, b), a, b) == jax_own
+    monkeypatch.setattr(tables, "gpu_arch", lambda: {})
+    for name, (fn, kind, _) in PROGRAMS.items():
+        args = operands(rng, kind, np.float32)
+        jax_own = cuda_program(fn, *args)
+        jcm.enable()
+        try:
+            assert cuda_program(fn, *args) == jax_own, name
+        finally:
+            jcm.disable()
 
 
 @pytest.mark.parametrize("call,expect", [
@@ -267,10 +278,12 @@ def test_a_library_code_path_is_unchanged_and_fast_path_taken(rng, switched_off)
 
 @requires_gpu
 def test_nan_input_gives_nan_under_enable(rng, switched_off):
+    # Where this package's kernels run, NaN stays in its matrix; where `auto` hands the call to
+    # JAX, the program is JAX's own, and so are its results.
     a = random_matrix(rng, (4, 20, 20), np.float32, "well_conditioned")
     a[1, 3, 4] = np.nan
     jcm.enable()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), jcm.config(strategy="looped", lanes=2):
         warnings.simplefilter("ignore")
         x = np.asarray(jax.jit(jnp.linalg.inv)(a))
     assert np.isnan(x[1]).all() and np.isfinite(np.delete(x, 1, 0)).all()
