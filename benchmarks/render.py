@@ -825,7 +825,9 @@ _METHOD = """\
   default, fewer for calls of seconds). Cells under 2 ms are timed in five pooled rounds, JAX
   and ours alternating, because there the host's launch gaps are most of the time. Where
   `auto` runs JAX's own lowering and the compiled program is the very one JAX compiles, it is
-  timed once, as JAX's (1.00x by construction).
+  timed once, as JAX's (1.00x by construction); where it runs JAX's lowering inside the NaN
+  guard and the two are more than 5% apart, they get the five rounds too, and if still apart,
+  at least 15 single calls each, interleaved one by one, replace their times.
 - **Checks.** Every answer is checked: reconstruction (`PA = LU`, `QR = A`, `A V = V diag(w)`),
   backward error of a solve, `A X = I`, determinant per unit of condition number. An answer of
   ours fails when its error exceeds max(20 x the same measure of JAX's answer, a floor per

@@ -115,6 +115,35 @@ def test_bench_pools_rounds_where_the_same_lowering_disagrees(monkeypatch, ours_
     assert len(calls) == 2 * (rounds - 1)
 
 
+def test_bench_interleaves_the_same_lowering_still_apart_after_the_rounds(monkeypatch):
+    # A GPU whose state changes with each block of repeats, so that every block of the rounds
+    # found JAX's program fast and the same program under auto slow; one call at a time, the
+    # state flips after every pair of calls, and interleaved both meet both states alike.
+    bench = importlib.import_module("benchmarks.bench")
+    count = [0]
+
+    def flipping(fn, *a, repeats, warmup):
+        if repeats > 1:
+            return [10.0 if fn == "j" else 14.0] * repeats
+        count[0] += 1
+        return [10.0 if ((count[0] - 1) // 2) % 2 else 14.0]
+
+    monkeypatch.setattr(bench, "device_time_ms", flipping)
+    args = bench.parse_args(["--cpu-smoke"])
+    impls = {"jax": bench._summary([10.0] * 3), "jcm:auto": bench._summary([14.0] * 3)}
+    bench.extra_rounds(impls, {"jax": "j", "jcm:auto": "o"}, (), args, same_lowering=True)
+    assert impls["jax"]["interleaved"] == impls["jcm:auto"]["interleaved"] >= 15
+    assert len(impls["jax"]["times_ms"]) == impls["jax"]["interleaved"]
+    assert sorted(impls["jax"]["times_ms"]) == sorted(impls["jcm:auto"]["times_ms"])
+    # Not for two different programs, nor where the rounds already agree.
+    for same, ours in ((False, 14.0), (True, 10.0)):
+        impls = {"jax": bench._summary([10.0] * 3), "jcm:auto": bench._summary([ours] * 3)}
+        monkeypatch.setattr(bench, "device_time_ms",
+                            lambda fn, *a, repeats, warmup: [10.0 if fn == "j" else ours] * repeats)
+        bench.extra_rounds(impls, {"jax": "j", "jcm:auto": "o"}, (), args, same_lowering=same)
+        assert "interleaved" not in impls["jax"]
+
+
 def test_bench_det_error_is_per_unit_of_condition():
     # JAX's answer passes det's own floor; one flipped sign or a 1% error everywhere fails it,
     # while the same 1% on an ill-conditioned matrix alone weighs less than on a benign one.
