@@ -114,10 +114,87 @@ def ffi_solver_call(target: str, operands, results, *, matrix_operands, matrix_r
     `choice` (a strategy.Choice) gives its strategy and lanes attributes."""
     if choice is not None:
         attrs.update(choice.ffi_attributes())
-    in_layouts = [column_major(x.ndim) if i in matrix_operands else None
-                  for i, x in enumerate(operands)]
-    out_layouts = [column_major(len(r.shape)) if i in matrix_results else None
-                   for i, r in enumerate(results)]
-    call = jax.ffi.ffi_call(target, results, input_layouts=in_layouts,
-                            output_layouts=out_layouts, input_output_aliases=aliases)
-    return call(*operands, **{k: np.int32(v) for k, v in attrs.items()})
+    in_layouts = tuple(_minor_to_major(np.ndim(x)) if i in matrix_operands else None
+                       for i, x in enumerate(operands))
+    out_layouts = tuple(_minor_to_major(len(r.shape)) if i in matrix_results else None
+                        for i, r in enumerate(results))
+    first = min(matrix_operands, default=None)
+    batch_rank = np.ndim(operands[first]) - 2 if first is not None else 0
+    return batched_ffi_call(target, operands, results, in_layouts=in_layouts,
+                            out_layouts=out_layouts, aliases=aliases, batch_rank=batch_rank,
+                            **attrs)
+
+
+def batched_ffi_call(target: str, operands, results, *, batch_rank: int, in_layouts=None,
+                     out_layouts=None, aliases=None, **attrs):
+    """jax.ffi.ffi_call's call (layouts minor-to-major, None: row-major; int32 attributes),
+    batch partitionable along its `batch_rank` leading dims where every operand and result has
+    them (batch_dims_shared): under a sharded batch each device runs its own shard."""
+    num_batch_dims = batch_dims_shared([np.shape(x) for x in operands],
+                                       [tuple(r.shape) for r in results], batch_rank)
+    return ffi_call_p.bind(
+        *operands, target=target,
+        results=tuple((tuple(r.shape), np.dtype(r.dtype).name) for r in results),
+        in_layouts=tuple(in_layouts or (None,) * len(operands)),
+        out_layouts=tuple(out_layouts or (None,) * len(results)),
+        aliases=tuple(sorted((aliases or {}).items())),
+        attrs=tuple(sorted((k, int(v)) for k, v in attrs.items())),
+        num_batch_dims=num_batch_dims)
+
+
+def _minor_to_major(ndim: int) -> tuple[int, ...]:
+    """column_major() in the custom call's own (minor-to-major) order."""
+    return tuple(reversed(column_major(ndim)))
+
+
+def batch_dims_shared(operand_shapes, result_shapes, batch_rank: int) -> int:
+    """`batch_rank` where every operand and result starts with the same `batch_rank` dims (the
+    batch), else 0: XLA's partitioner may then split the call along them, each device calling
+    the target on its own matrices (an operand shared by every item cannot be split)."""
+    shapes = [tuple(s) for s in (*operand_shapes, *result_shapes)]
+    if batch_rank <= 0 or not shapes or len(shapes[0]) < batch_rank:
+        return 0
+    batch = shapes[0][:batch_rank]
+    return batch_rank if all(s[:batch_rank] == batch for s in shapes) else 0
+
+
+# One primitive for every FFI call of this package: ffi_call's, with the attributes that make
+# the call batch partitionable (jaxlib's solvers carry the same): the number of batch dims for
+# XLA's partitioner, and under Shardy the rule that the batch dims are shared and each other
+# dim is the call's own (replicated). With jax.ffi.ffi_call, which attaches neither, XLA
+# gathered a sharded batch onto every device.
+ffi_call_p = _compat.Primitive("jcm_ffi_call")
+ffi_call_p.multiple_results = True
+
+
+@ffi_call_p.def_abstract_eval
+def _ffi_call_abstract_eval(*avals, results, **_):
+    return [ShapedArray(shape, np.dtype(dtype)) for shape, dtype in results]
+
+
+def _ffi_call_lowering(ctx, *operands, target, results, in_layouts, out_layouts, aliases,
+                       attrs, num_batch_dims):
+    extra = {}
+    if num_batch_dims:
+        extra["mhlo.frontend_attributes"] = mlir.ir_attribute(
+            {"num_batch_dims": str(num_batch_dims)})
+        if _compat.use_shardy():
+            rule = _compat.batch_sharding_rule(ctx.module_context, num_batch_dims,
+                                               ctx.avals_in, ctx.avals_out)
+            if rule is not None:
+                extra["sdy.sharding_rule"] = rule
+    lowering = jax.ffi.ffi_lowering(target, operand_layouts=[
+                                        layout if layout is not None else
+                                        tuple(reversed(range(len(aval.shape))))
+                                        for layout, aval in zip(in_layouts, ctx.avals_in)],
+                                    result_layouts=[
+                                        layout if layout is not None else
+                                        tuple(reversed(range(len(aval.shape))))
+                                        for layout, aval in zip(out_layouts, ctx.avals_out)],
+                                    operand_output_aliases=dict(aliases) or None,
+                                    extra_attributes=extra or None)
+    return lowering(ctx, *operands, **{k: np.int32(v) for k, v in attrs})
+
+
+# Any platform: the CUDA targets are this package's; tests call a CPU target through it too.
+mlir.register_lowering(ffi_call_p, _ffi_call_lowering)

@@ -17,7 +17,7 @@ from jax import lax
 
 from . import _compat, _ffi
 from ._compat import NOT_MAPPED, ShapedArray, ad, batching
-from ._primitive import register_lowerings
+from ._primitive import batched_ffi_call, register_lowerings
 
 # Operand ops: the codes of the FFI attributes transpose_a/transpose_b (cuBLAS's N, T, C).
 # _CONJ (conjugate, no transpose) has no cuBLAS flag; it only appears inside transpose rules.
@@ -133,10 +133,11 @@ def _matmul_cuda(a, b, *bias, transpose_a, transpose_b, activation, allow_tf32, 
     if inner == 0 or 0 in shape or _runs_xla_dot(a.dtype):  # zeros (plus bias), or nothing
         return _matmul_jax(a, b, *bias, **params)
     a, b = _expand_batches(a, b)
-    call = jax.ffi.ffi_call("jcm_matmul", jax.ShapeDtypeStruct(shape, np.dtype(out_dtype)))
-    return call(a, b, *bias, transpose_a=np.int32(transpose_a), transpose_b=np.int32(transpose_b),
-                activation=np.int32(ACTIVATIONS[activation]), allow_tf32=np.int32(allow_tf32),
-                algorithm=np.int32(algorithm))
+    (out,) = batched_ffi_call(
+        "jcm_matmul", [a, b, *bias], [jax.ShapeDtypeStruct(shape, np.dtype(out_dtype))],
+        batch_rank=len(shape) - 2, transpose_a=transpose_a, transpose_b=transpose_b,
+        activation=ACTIVATIONS[activation], allow_tf32=allow_tf32, algorithm=algorithm)
+    return out
 
 
 register_lowerings(matmul_p, _matmul_jax, _matmul_cuda)

@@ -12,6 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import os
 import zlib
 
+# Four CPU devices (the CPU platform only; a GPU stays one device): the sharding tests partition
+# over them. Set before JAX creates its CPU client.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_force_host_platform_device_count=4").strip()
+
 import jax
 
 # Enable float64/complex128 before any array is created.
