@@ -10,6 +10,8 @@
 #
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
+#   SHARDED=1 bash benchmarks/gpu_session.sh       # build, then one GPU against all of them
+#                                                  # (SHARDED="--batch 64": its options)
 #
 # TUNE (options of python -m jax_cusolver_ms.tune): measures into the table shipped for this GPU
 # instead of the tests and the benchmark, and installs it (SKIP_BUILD=1 runs after it read it).
@@ -74,6 +76,17 @@ raise SystemExit(0 if jcm.gpu_available() else "the CUDA extension did not load,
                                                  "no GPU")
 EOF
 ) || { echo "EXTENSION CHECK FAILED"; exit 1; }
+
+if [[ -n "${SHARDED:-}" ]]; then
+  # On a host with several GPUs: one GPU against the batch sharded over all of them.
+  step "python -m benchmarks.sharded ${SHARDED/#1/} (log: $OUT/sharded.log)"
+  eval "sargs=(${SHARDED/#1/})"
+  # benchmarks.bench imports the installed jax_cusolver_ms in preference to the source folder.
+  python3 -m benchmarks.sharded --out "$OUT/sharded" "${sargs[@]}" > "$OUT/sharded.log" 2>&1
+  rc=$?
+  tail -14 "$OUT/sharded.log"
+  exit $rc
+fi
 
 if [[ -n "${TUNE:-}" ]]; then
   # Measures into the table shipped for this GPU model (jax_cusolver_ms/tables/, found by its

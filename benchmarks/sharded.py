@@ -1,0 +1,170 @@
+"""One device against a batch sharded over several: each op jitted, `auto` and JAX's own side
+by side, the batch on one device and then sharded over N (`P('b')` on a one-axis mesh).
+
+    python -m benchmarks.sharded                       # every GPU of this host, the issue's set
+    python -m benchmarks.sharded --ops lu_factor:1024,svd:256 --batch 64 --devices 2
+    python -m benchmarks.sharded --platform cpu --batch 8 --ops lu_factor:16   # (tests)
+
+Per op and implementation: the wall time of a call (median after warm-up; the sharded call
+ends when every device is done), the speed-up of N devices over one, the collectives in the
+compiled sharded program (all-gather, all-to-all, all-reduce, collective-permute,
+reduce-scatter: none is needed for a batch), and the memory one device holds for the call
+(XLA's memory analysis: arguments, outputs and temporaries). Writes sharded.json and
+sharded.md under --out and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from benchmarks import bench
+
+# The issue's set: batch 128 of lu_factor 1024, qr 512, svd 256, eigh 512, eig 256, matmul 1024.
+DEFAULT_OPS = "lu_factor:1024,qr:512,svd:256,eigh:512,eig:256,matmul:1024"
+COLLECTIVES = ("all-gather", "all-to-all", "all-reduce", "collective-permute", "reduce-scatter")
+
+
+def programs(name: str):
+    """(ours, JAX's, build(key, batch, n, dtype) -> operands) of one op."""
+    if name == "matmul":
+        def build(key, batch, n, dtype):
+            ka, kb = jax.random.split(key)
+            return (jax.random.normal(ka, (batch, n, n), dtype),
+                    jax.random.normal(kb, (batch, n, n), dtype))
+        return (lambda a, b: bench.jcm.matmul(a, b),
+                lambda a, b: jnp.matmul(a, b, precision="highest"), build)
+    op = bench.OPS[name]
+    return (op.our_fn("auto", None), op.reference,
+            lambda key, batch, n, dtype: op.build(key, batch, n, dtype)[0])
+
+
+def collectives(text: str) -> dict:
+    return {c: text.count(f" {c}(") + text.count(f" {c}-start(") for c in COLLECTIVES
+            if f" {c}(" in text or f" {c}-start(" in text}
+
+
+def device_bytes(compiled) -> int | None:
+    """What one device holds for the call: arguments, outputs and temporaries (XLA's own
+    analysis of the per-device program)."""
+    try:
+        m = compiled.memory_analysis()
+        return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes)
+    except Exception:  # noqa: BLE001  (a backend without the analysis)
+        return None
+
+
+def wall_ms(fn, args, repeats: int, warmup: int) -> float:
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def measure(fn, operands, repeats, warmup) -> dict:
+    compiled = jax.jit(fn).lower(*operands).compile()
+    return {"ms": wall_ms(compiled, operands, repeats, warmup),
+            "collectives": collectives(compiled.as_text()), "device_bytes": device_bytes(compiled)}
+
+
+def run(args) -> dict:
+    devices = jax.devices(args.platform)[:args.devices or None]
+    if len(devices) < 2:
+        raise SystemExit(f"sharded: needs two {args.platform} devices or more, has {len(devices)}")
+    mesh = Mesh(np.array(devices), ("b",))
+    sharding, one = NamedSharding(mesh, P("b")), devices[0]
+    rows = []
+    for spec in args.ops.split(","):
+        name, _, n = spec.partition(":")
+        ours, theirs, build = programs(name)
+        operands = build(jax.random.key(0), args.batch, int(n), np.dtype(args.dtype))
+        row = {"op": name, "batch": args.batch, "n": int(n), "dtype": args.dtype}
+        for label, fn in (("ours", ours), ("jax", theirs)):
+            try:
+                single = measure(fn, [jax.device_put(x, one) for x in operands], args.repeats,
+                                 args.warmup)
+                spread = measure(fn, [jax.device_put(x, sharding) for x in operands],
+                                 args.repeats, args.warmup)
+                row[label] = {"one": single, "sharded": spread,
+                              "speedup": single["ms"] / spread["ms"]}
+            except Exception as exc:  # noqa: BLE001  (recorded; the next op still runs)
+                row[label] = {"failed": bench.short(exc)}
+        rows.append(row)
+        print(render_row(row, len(devices)), flush=True)
+    return {"environment": bench.environment(None), "devices": len(devices),
+            "platform": args.platform, "rows": rows}
+
+
+def _mib(value) -> str:
+    return "-" if value is None else f"{value / 2**20:.3g}"
+
+
+def render_row(row: dict, count: int) -> str:
+    cells = [f"{row['op']} {row['batch']}x{row['n']}"]
+    for label in ("ours", "jax"):
+        r = row[label]
+        if "failed" in r:
+            cells += ["failed: " + r["failed"][:60], "", "", ""]
+            continue
+        cells += [f"{r['one']['ms']:.3g} / {r['sharded']['ms']:.3g}", f"{r['speedup']:.2f}x",
+                  str(sum(r["sharded"]["collectives"].values())),
+                  f"{_mib(r['one']['device_bytes'])} / {_mib(r['sharded']['device_bytes'])}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def render(doc: dict) -> str:
+    count = doc["devices"]
+    head = (f"| op, B x n | ours 1 / {count} devices ms | ours speed-up | ours collectives | "
+            f"ours MiB per device, 1 / {count} | JAX 1 / {count} devices ms | JAX speed-up | "
+            f"JAX collectives | JAX MiB per device, 1 / {count} |")
+    lines = [f"## A sharded batch: one device against {count}", "",
+             f"{doc['environment'].get('gpu')} x {count}, {doc['platform']}; the batch sharded "
+             "over all of them (`P('b')`), jitted; wall time of a call, median.", "",
+             head, "|" + "---|" * 9]
+    lines += [render_row(r, count) for r in doc["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.sharded", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", default=DEFAULT_OPS, help="op:n,... (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--devices", type=int, default=None, help="how many (default: all)")
+    p.add_argument("--platform", default="gpu")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--out", default=None, help="folder for sharded.json and sharded.md")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    doc = run(args)
+    text = render(doc)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "sharded.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        with open(os.path.join(args.out, "sharded.md"), "w") as f:
+            f.write(text)
+    failed = [r["op"] for r in doc["rows"] if any("failed" in r[k] for k in ("ours", "jax"))]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

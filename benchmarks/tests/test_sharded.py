@@ -1,0 +1,27 @@
+"""benchmarks.sharded on four CPU host devices: the table, and no collective around our calls."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sharded_benchmark_measures_one_device_against_four(tmp_path):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    r = subprocess.run([sys.executable, "-m", "benchmarks.sharded", "--platform", "cpu",
+                        "--batch", "8", "--ops", "lu_factor:8,eigh:8,matmul:8", "--repeats", "1",
+                        "--warmup", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "sharded.json").read_text())
+    assert doc["devices"] == 4 and [row["op"] for row in doc["rows"]] == [
+        "lu_factor", "eigh", "matmul"]
+    for row in doc["rows"]:
+        for label in ("ours", "jax"):
+            result = row[label]
+            assert result["one"]["ms"] > 0 and result["sharded"]["ms"] > 0
+            assert result["sharded"]["collectives"] == {}, (row["op"], label)
+    text = (tmp_path / "sharded.md").read_text()
+    assert "one device against 4" in text and "| lu_factor 8x8 |" in text
