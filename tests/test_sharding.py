@@ -198,3 +198,29 @@ def test_a_sharded_batch_stays_sharded_on_the_gpus(rng, name):
         if np.ndim(r) >= 1 and np.shape(r)[0] == batch:
             assert g.sharding.spec[0] == "b", (name, g.sharding)
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+
+
+def shard_map(f, mesh, in_specs, out_specs):
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    from jax.experimental.shard_map import shard_map as experimental  # pragma: no cover
+    return experimental(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)  # pragma: no cover
+
+
+@pytest.mark.parametrize("name", ["solve", "eigh", "lu_factor"])
+def test_inside_shard_map_each_device_calls_on_its_shard(rng, claim_extension, name):
+    # On the CPU it runs (JAX's path); for CUDA it lowers to our call on the local shard.
+    mesh = mesh_of("cpu", (4,), ("b",))
+    op = next(o for o in OPS if o.name == name)
+    args = op.build(rng, np.float32, (8,), 6)
+    out_specs = jax.tree.map(lambda _: P("b"), jax.eval_shape(op.call, *args))
+    f = jax.jit(shard_map(op.call, mesh, tuple(P("b") for _ in args), out_specs))
+    got, ref = f(*sharded_args(args, mesh, ("b",))), jax.jit(op.call)(*args)
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-5)
+    structs = [jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype,
+                                    sharding=NamedSharding(mesh, P("b"))) for x in args]
+    g = jax.jit(shard_map(functools.partial(op.call, strategy="looped", lanes=2), mesh,
+                          tuple(P("b") for _ in args), out_specs))
+    text = g.trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
+    assert re.search(r"custom_call @jcm_\w+\(.*tensor<2x6x6xf32>", text), name
