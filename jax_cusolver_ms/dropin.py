@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 
 import jax
 
-from . import _compat, _ffi
+from . import _compat, _ffi, _primitive
 from ._common import resolve_params
 from ._compat import mlir
 from .cholesky import potrf
@@ -134,7 +134,7 @@ _lowering = threading.local()  # depth of our rules on this thread's lowering st
 def _calls_ours(jaxpr) -> bool:
     """Whether a jaxpr (its sub-jaxprs included) calls one of this package's FFI targets."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "ffi_call" and any(
+        if eqn.primitive is _primitive.ffi_call_p and any(
                 isinstance(v, str) and v.startswith("jcm_") for v in eqn.params.values()):
             return True
         for value in eqn.params.values():
