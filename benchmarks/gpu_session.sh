@@ -10,6 +10,7 @@
 #
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
+#   JAX_SUITE=PATH/linalg_test.py bash benchmarks/gpu_session.sh  # build, then JAX's own tests
 #   SHARDED=1 bash benchmarks/gpu_session.sh       # build, then one GPU against all of them
 #                                                  # (SHARDED="--batch 64": its options)
 #
@@ -76,6 +77,19 @@ raise SystemExit(0 if jcm.gpu_available() else "the CUDA extension did not load,
                                                  "no GPU")
 EOF
 ) || { echo "EXTENSION CHECK FAILED"; exit 1; }
+
+if [[ -n "${JAX_SUITE:-}" ]]; then
+  # JAX's own tests/linalg_test.py (JAX_SUITE: its path; not part of this repository) in three
+  # modes: as it is, with the mirrored namespaces, under enable() (tests/jax_linalg_suite.py).
+  step "JAX's linalg tests: $JAX_SUITE (logs: $OUT/jax_suite)"
+  suite="$PWD/tests/jax_linalg_suite.py" file="$(cd "$(dirname "$JAX_SUITE")" && pwd)/$(basename "$JAX_SUITE")"
+  workers=()
+  python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
+  (cd "${TMPDIR:-/tmp}" && JAX_ENABLE_X64=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    timeout "${TEST_TIMEOUT:-420}" python3 -P "$suite" "$file" --out "$OUT/jax_suite" -- \
+    "${workers[@]}" -q -p no:cacheprovider 2>&1 | tail -20)
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [[ -n "${SHARDED:-}" ]]; then
   # On a host with several GPUs: one GPU against the batch sharded over all of them.
