@@ -67,28 +67,20 @@ def jax_linalg_primitive(name):
 
 def batch_sharding_rule(module_context, num_batch_dims, avals_in, avals_out):
     """Shardy's rule for a call whose operands and results share `num_batch_dims` leading batch
-    dims and nothing else (each other dim its own factor), as jaxlib's solvers carry; None where
-    this release lacks the (private) helpers: the partitioner then gathers the batch."""
-    try:
-        from jax._src.custom_partitioning_sharding_rule import (
-            sdy_sharding_rule_to_mlir, str_to_sdy_sharding_rule)
-    except ImportError:  # pragma: no cover
-        return None
-    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    dims and nothing else (each other dim its own factor): jaxlib's own, built for its solvers
+    (private in every supported release); None where a release lacks it, and the partitioner
+    then gathers the batch (tests/test_sharding.py fails on that)."""
+    from jax._src.lax import linalg as lax_linalg
+    build = getattr(lax_linalg, "_build_sdy_sharding_rule", None)
+    return None if build is None else build(module_context, num_batch_dims, avals_in, avals_out)
 
-    def factors(aval):
-        rest = " ".join(next(letters) for _ in range(len(aval.shape) - num_batch_dims))
-        return ("... " + rest).strip()
 
-    rule = str_to_sdy_sharding_rule(", ".join(factors(a) for a in avals_in) + " -> " +
-                                    ", ".join(factors(a) for a in avals_out))
-    from jax._src.interpreters import mlir as mlir_internal
-    try:
-        types = [mlir_internal.aval_to_ir_type(module_context, a)
-                 for a in (*avals_in, *avals_out)]
-    except TypeError:  # pragma: no cover  (a release without the module context argument)
-        types = [mlir_internal.aval_to_ir_type(a) for a in (*avals_in, *avals_out)]
-    return sdy_sharding_rule_to_mlir(rule, types[:len(avals_in)], types[len(avals_in):])
+def register_batch_partitionable(target: str) -> None:
+    """XLA may split calls of `target` along their batch (public in jax.ffi in the supported
+    releases; where a release lacks it, such calls are gathered, not split)."""
+    register = getattr(jax.ffi, "register_ffi_target_as_batch_partitionable", None)
+    if register is not None:
+        register(target)
 
 
 def use_shardy() -> bool:

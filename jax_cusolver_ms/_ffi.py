@@ -31,7 +31,7 @@ if _ext is not None:
         jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
         # Each call takes any number of matrices (a shard of the batch as well as all of it):
         # XLA may split a call with a sharded batch (_primitive.ffi_call_p).
-        jax.ffi.register_ffi_target_as_batch_partitionable(_name)
+        _compat.register_batch_partitionable(_name)
     # Join the lane workers while the CUDA runtime is still alive. Safe with calls in flight on
     # other threads: it waits a bounded time for them, and frees nothing they still use.
     atexit.register(_ext.shutdown)

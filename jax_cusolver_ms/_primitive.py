@@ -183,14 +183,8 @@ def _ffi_call_lowering(ctx, *operands, target, results, in_layouts, out_layouts,
                                                ctx.avals_in, ctx.avals_out)
             if rule is not None:
                 extra["sdy.sharding_rule"] = rule
-    lowering = jax.ffi.ffi_lowering(target, operand_layouts=[
-                                        layout if layout is not None else
-                                        tuple(reversed(range(len(aval.shape))))
-                                        for layout, aval in zip(in_layouts, ctx.avals_in)],
-                                    result_layouts=[
-                                        layout if layout is not None else
-                                        tuple(reversed(range(len(aval.shape))))
-                                        for layout, aval in zip(out_layouts, ctx.avals_out)],
+    lowering = jax.ffi.ffi_lowering(target, operand_layouts=in_layouts,
+                                    result_layouts=out_layouts,
                                     operand_output_aliases=dict(aliases) or None,
                                     extra_attributes=extra or None)
     return lowering(ctx, *operands, **{k: np.int32(v) for k, v in attrs})
