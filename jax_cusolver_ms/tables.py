@@ -441,8 +441,8 @@ def read_shipped(gpu: str, folder=None, arch: Mapping | None = None) -> Table | 
     none is and `arch` is given ({"compute_capability": "9.0", "sm_count": 132}), the table of
     another model of the same processor (equal compute capability and multiprocessor count, as
     the file's "arch" records them), which stands in for it: an H200 is an H100's processor with
-    faster memory, so the two rank the strategies alike (benchmarks/results/H200/ measures
-    `auto` there with the H100's table)."""
+    faster memory, so the two rank the strategies alike as a rule; `auto`'s margin and its
+    hand-off to JAX off the measured space hold there too."""
     docs = []
     for path in sorted(Path(folder or SHIPPED_DIR).glob("*.json")):
         try:
