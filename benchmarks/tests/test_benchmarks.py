@@ -252,18 +252,34 @@ def test_enabled_compiles_jaxs_own_code_under_enable_and_switches_back():
     args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto,enabled"])
     seen = []
 
-    def reference(a):  # traced once, at the compile measure_enabled makes
+    def reference(a):  # traced once, at the compile compile_enabled makes
         seen.append(jcm.enabled())
         return jnp.linalg.inv(a)
 
     a = jnp.eye(4) * 2
-    result, out, timed = bench.measure_enabled(reference, (a,), args)
-    assert seen == [True] and not jcm.enabled()
+    timed = bench.compile_enabled(reference, (a,))
+    assert seen == [True] and not jcm.enabled() and timed is not reference
+    result, out = bench.measure_jax(timed, (a,), args)
     np.testing.assert_allclose(out, np.eye(4) / 2)
-    assert result["median_ms"] > 0 and timed is not reference
+    assert result["median_ms"] > 0
     # Timed again (--rounds), the program compiled under enable() is reused, not retraced.
     bench.device_time_ms(timed, a, repeats=2, warmup=0)
     assert seen == [True]
+
+
+def test_enabled_with_jaxs_very_program_takes_jaxs_time(monkeypatch):
+    # On the CPU enable() changes nothing: JAX's program, timed once, as JAX's.
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto,enabled"])
+    cell = bench.run_cell(bench.OPS["solve"], "float32", 4, 8, args, None, seed=0)
+    enabled, jax_ = cell["impls"]["jcm:enabled"], cell["impls"]["jax"]
+    assert enabled["same_program_as"] == "jax" and enabled["ok"]
+    assert enabled["median_ms"] == jax_["median_ms"] and enabled["times_ms"] == jax_["times_ms"]
+    # A program of its own is timed on its own.
+    monkeypatch.setattr(bench, "same_program", lambda *a: False)
+    cell = bench.run_cell(bench.OPS["solve"], "float32", 4, 8, args, None, seed=0)
+    assert "same_program_as" not in cell["impls"]["jcm:enabled"]
+    assert cell["impls"]["jcm:enabled"]["median_ms"] > 0
 
 
 def test_estimate_first_skips_where_jax_loops_and_a_smaller_batch_says_too_slow(monkeypatch):
