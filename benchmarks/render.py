@@ -585,6 +585,37 @@ def matmul_brief_markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mib(value) -> str:
+    return "-" if value is None else f"{value / 2**20:.3g}"
+
+
+def sharded_row(row: dict) -> str:
+    cells = [f"{row['op']} {row['batch']}x{row['n']}"]
+    for label in ("ours", "jax"):
+        r = row[label]
+        if "failed" in r:
+            cells += ["failed: " + r["failed"][:60], "", "", ""]
+            continue
+        cells += [f"{r['one']['ms']:.3g} / {r['sharded']['ms']:.3g}", f"{r['speedup']:.2f}x",
+                  str(sum(r["sharded"]["collectives"].values())),
+                  f"{_mib(r['one']['device_bytes'])} / {_mib(r['sharded']['device_bytes'])}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def sharded_markdown(part: dict) -> str:
+    """benchmarks.sharded's table: one device against the batch sharded over all."""
+    count = part["devices"]
+    env = part.get("environment", {})
+    head = (f"| op, B x n | ours 1 / {count} devices ms | ours speed-up | ours collectives | "
+            f"ours MiB per device, 1 / {count} | JAX 1 / {count} devices ms | JAX speed-up | "
+            f"JAX collectives | JAX MiB per device, 1 / {count} |")
+    lines = [f"{env.get('gpu')} x {count} ({part.get('platform', 'gpu')}), the batch sharded over "
+             f"all of them (`P('b')`), jitted; wall time of a call, median; {part['dtype']}. "
+             f"{_versions(env)}; run {env.get('date', '?')}.", "", head, "|" + "---|" * 9]
+    lines += [sharded_row(r) for r in part["rows"]]
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()) -> str:
     """report.md: the summary, the headline cells, matmul, the random shapes, then every cell
     and any failure."""
@@ -616,6 +647,9 @@ def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()
                   _matmul.markdown(mm["cells"], mm.get("args", {}))]
     if rnd:
         lines += ["## Random shapes", "", random_markdown(rnd)]
+    if doc.get("sharded"):
+        lines += [f"## A sharded batch: one device against {doc['sharded']['devices']}", "",
+                  sharded_markdown(doc["sharded"])]
     if plot_note:
         lines += ["## Figures", "", f"None ({plot_note}).", ""]
     elif figures:
@@ -952,6 +986,9 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
                       f"(min {_x(s['min_vs_xla'])}, max {_x(s['max_vs_xla'])}); missing the "
                       f"bar: {', '.join(s['missing_the_bar']) or 'none'}.", "",
                       matmul_brief_markdown(mm["cells"])]
+        if doc.get("sharded"):
+            lines += [f"### A sharded batch: one device against {doc['sharded']['devices']}",
+                      "", sharded_markdown(doc["sharded"])]
         if rnd:
             lines += ["### Random shapes", "", random_summary_line(rnd), ""]
             lines += [f"- {b['shape']}: {b['speedup']:.2f}x (auto: {b['auto_picks']})"

@@ -621,6 +621,8 @@ def main(argv=None) -> int:
     before_square = (earlier.get("square") or {})
     before_mm = (earlier.get("matmul") or {})
     before_random = (earlier.get("random") or {})
+    if earlier.get("sharded"):  # measured on a multi-GPU host by benchmarks.sharded: kept
+        doc["sharded"] = earlier["sharded"]
     if before_square:
         for axis in ("ops", "dtypes", "batches", "sizes"):  # the whole report's axes
             square_args[axis] = list(dict.fromkeys(list(square_args[axis] or [])
@@ -689,8 +691,9 @@ def main(argv=None) -> int:
 def _parts_of(doc: dict) -> list[tuple[str, dict]]:
     """("square" | "matmul" | "random", the part) of a report.json, or ("square" | "matmul",
     {"environment", "args", "cells"}) of an older result file."""
-    if any(k in doc for k in _PARTS):
-        return [(k, doc[k]) for k in _PARTS if doc.get(k)]
+    measured = (*_PARTS, "sharded")  # sharded: benchmarks.sharded's (a multi-GPU host)
+    if any(k in doc for k in measured):
+        return [(k, doc[k]) for k in measured if doc.get(k)]
     cells = doc.get("cells", [])
     kind = "matmul" if (cells and "cell" in cells[0]) or "calls" in doc.get("args", {}) \
         else "square"
@@ -764,6 +767,9 @@ def render_files(args) -> int:
                 if e.get("measured_at", 0) >= entries.get(e["index"], {}).get("measured_at", 0):
                     entries[e["index"]] = e
         doc["random"] = random_part(last["environment"], last["args"], list(entries.values()))
+    shardeds = [p for k, p in parts if k == "sharded"]
+    if shardeds:
+        doc["sharded"] = shardeds[-1]
     out, _ = _out(args, gpu, measuring=False)
     finish(doc, out, args, args.headline)
     print(f"# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")

@@ -9,8 +9,9 @@ Per op and implementation: the wall time of a call (median after warm-up; the sh
 ends when every device is done), the speed-up of N devices over one, the collectives in the
 compiled sharded program (all-gather, all-to-all, all-reduce, collective-permute,
 reduce-scatter: none is needed for a batch), and the memory one device holds for the call
-(XLA's memory analysis: arguments, outputs and temporaries). Writes sharded.json and
-sharded.md under --out and prints the table.
+(XLA's memory analysis: arguments, outputs and temporaries). Writes sharded.json (a report of
+this one part: `python -m benchmarks.report --render REPORT.json sharded.json` merges it into the
+GPU's report) and sharded.md under --out, and prints the table.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from benchmarks import bench
+from benchmarks import bench, render
 
 # The issue's set: batch 128 of lu_factor 1024, qr 512, svd 256, eigh 512, eig 256, matmul 1024.
 DEFAULT_OPS = "lu_factor:1024,qr:512,svd:256,eigh:512,eig:256,matmul:1024"
@@ -102,39 +103,9 @@ def run(args) -> dict:
             except Exception as exc:  # noqa: BLE001  (recorded; the next op still runs)
                 row[label] = {"failed": bench.short(exc)}
         rows.append(row)
-        print(render_row(row, len(devices)), flush=True)
+        print(render.sharded_row(row), flush=True)
     return {"environment": bench.environment(None), "devices": len(devices),
-            "platform": args.platform, "rows": rows}
-
-
-def _mib(value) -> str:
-    return "-" if value is None else f"{value / 2**20:.3g}"
-
-
-def render_row(row: dict, count: int) -> str:
-    cells = [f"{row['op']} {row['batch']}x{row['n']}"]
-    for label in ("ours", "jax"):
-        r = row[label]
-        if "failed" in r:
-            cells += ["failed: " + r["failed"][:60], "", "", ""]
-            continue
-        cells += [f"{r['one']['ms']:.3g} / {r['sharded']['ms']:.3g}", f"{r['speedup']:.2f}x",
-                  str(sum(r["sharded"]["collectives"].values())),
-                  f"{_mib(r['one']['device_bytes'])} / {_mib(r['sharded']['device_bytes'])}"]
-    return "| " + " | ".join(cells) + " |"
-
-
-def render(doc: dict) -> str:
-    count = doc["devices"]
-    head = (f"| op, B x n | ours 1 / {count} devices ms | ours speed-up | ours collectives | "
-            f"ours MiB per device, 1 / {count} | JAX 1 / {count} devices ms | JAX speed-up | "
-            f"JAX collectives | JAX MiB per device, 1 / {count} |")
-    lines = [f"## A sharded batch: one device against {count}", "",
-             f"{doc['environment'].get('gpu')} x {count}, {doc['platform']}; the batch sharded "
-             "over all of them (`P('b')`), jitted; wall time of a call, median.", "",
-             head, "|" + "---|" * 9]
-    lines += [render_row(r, count) for r in doc["rows"]]
-    return "\n".join(lines) + "\n"
+            "platform": args.platform, "dtype": args.dtype, "rows": rows}
 
 
 def parse_args(argv=None):
@@ -153,16 +124,19 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    doc = run(args)
-    text = render(doc)
+    part = run(args)
+    text = render.sharded_markdown(part)
     print(text)
     if args.out:
+        # A report.json of this one part: `python -m benchmarks.report --render` merges it into
+        # the GPU's report.
         os.makedirs(args.out, exist_ok=True)
+        doc = {"format": render.FORMAT, "gpu": part["environment"].get("gpu"), "sharded": part}
         with open(os.path.join(args.out, "sharded.json"), "w") as f:
             json.dump(doc, f, indent=1)
         with open(os.path.join(args.out, "sharded.md"), "w") as f:
             f.write(text)
-    failed = [r["op"] for r in doc["rows"] if any("failed" in r[k] for k in ("ours", "jax"))]
+    failed = [r["op"] for r in part["rows"] if any("failed" in r[k] for k in ("ours", "jax"))]
     return 1 if failed else 0
 
 

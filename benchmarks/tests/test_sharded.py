@@ -15,7 +15,7 @@ def test_sharded_benchmark_measures_one_device_against_four(tmp_path):
                         "--warmup", "1", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads((tmp_path / "sharded.json").read_text())
+    doc = json.loads((tmp_path / "sharded.json").read_text())["sharded"]
     assert doc["devices"] == 4 and [row["op"] for row in doc["rows"]] == [
         "lu_factor", "eigh", "matmul"]
     for row in doc["rows"]:
@@ -24,4 +24,13 @@ def test_sharded_benchmark_measures_one_device_against_four(tmp_path):
             assert result["one"]["ms"] > 0 and result["sharded"]["ms"] > 0
             assert result["sharded"]["collectives"] == {}, (row["op"], label)
     text = (tmp_path / "sharded.md").read_text()
-    assert "one device against 4" in text and "| lu_factor 8x8 |" in text
+    assert "sharded over all of them" in text and "| lu_factor 8x8 |" in text
+    # Merged into a report by --render: the report gains the section.
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, "-m", "benchmarks.report", "--render",
+                        str(tmp_path / "sharded.json"), "--out", str(out), "--no-plots",
+                        "--no-docs"], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((out / "report.json").read_text())["sharded"]["devices"] == 4
+    assert "## A sharded batch: one device against 4" in (out / "report.md").read_text()
