@@ -224,3 +224,22 @@ def test_inside_shard_map_each_device_calls_on_its_shard(rng, claim_extension, n
                           tuple(P("b") for _ in args), out_specs))
     text = g.trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
     assert re.search(r"custom_call @jcm_\w+\(.*tensor<2x6x6xf32>", text), name
+
+
+@pytest.mark.parametrize("axis_type", ["Explicit", "Auto"])
+@pytest.mark.parametrize("name", ["lu_factor", "solve", "cholesky", "qr", "eigh", "svd", "det",
+                                  "matmul"])
+def test_a_mesh_of_either_axis_type_keeps_the_batch_sharded(rng, name, axis_type):
+    # jax.make_mesh's axes are Explicit by default (sharding in types: every primitive's
+    # abstract value carries the sharding), Auto the older way.
+    if len(jax.devices("cpu")) < 4 or jax.default_backend() != "cpu":
+        pytest.skip("needs four CPU devices as the default backend")
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4,), ("b",), axis_types=(kind,))
+    op = next(o for o in OPS if o.name == name)
+    args = op.build(rng, np.float32, (8,), 6)
+    ref = jax.jit(op.call)(*args)
+    got = jax.jit(op.call)(*sharded_args(args, mesh, ("b",)))
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+        assert g.sharding.spec[0] == "b", (name, axis_type, g.sharding)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-5)
