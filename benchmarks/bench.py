@@ -876,23 +876,16 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
                 if spec == ENABLED:
                     fn = compile_enabled(op.reference, inputs)
                     # Where auto hands every call to JAX, enable() leaves JAX's program as it is.
-                    if "jax" in timed and same_program(op.reference, fn, inputs):
-                        out = jax.block_until_ready(compile_for_timing(fn, *inputs)(*inputs))
-                        impls[name] = {}
-                        same_as_jax.append(name)
-                    else:
-                        impls[name], out = measure_jax(fn, inputs, args)
-                        timed[name] = fn
-                    error = float(op.error(inputs, truth, out))
-                    del out
-                    impls[name].update(error=error, ok=bool(math.isfinite(error) and error <= bar))
-                    continue
-                fn = op.our_fn(strategy, int(lanes) if lanes else args.lanes)
-                if spec == "auto" and same_lowering and "jax" in timed:
-                    # auto runs JAX's own lowering; with no guard of ours around it, it is the
-                    # very program JAX compiles, whose time a second timing would only blur.
-                    cell["same_program"] = same_program(op.reference, fn, inputs)
-                if spec == "auto" and cell.get("same_program"):
+                    same = "jax" in timed and bool(same_program(op.reference, fn, inputs))
+                else:
+                    fn = op.our_fn(strategy, int(lanes) if lanes else args.lanes)
+                    if spec == "auto" and same_lowering and "jax" in timed:
+                        # auto runs JAX's own lowering; with no guard of ours around it, it is
+                        # the very program JAX compiles, whose time a second timing would only
+                        # blur.
+                        cell["same_program"] = same_program(op.reference, fn, inputs)
+                    same = spec == "auto" and bool(cell.get("same_program"))
+                if same:
                     out = jax.block_until_ready(compile_for_timing(fn, *inputs)(*inputs))
                     impls[name] = {}
                     same_as_jax.append(name)
@@ -901,8 +894,7 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
                     timed[name] = fn
                 error = float(op.error(inputs, truth, out))
                 del out
-                impls[name]["error"] = error
-                impls[name]["ok"] = bool(math.isfinite(error) and error <= bar)
+                impls[name].update(error=error, ok=bool(math.isfinite(error) and error <= bar))
             except Exception as exc:  # noqa: BLE001
                 impls[name] = {"failed": short(exc)}
 
