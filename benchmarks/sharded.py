@@ -20,7 +20,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -64,14 +63,10 @@ def device_bytes(compiled) -> int | None:
 
 
 def wall_ms(fn, args, repeats: int, warmup: int) -> float:
+    """The median wall time of a call: a sharded call ends when every device is done."""
     for _ in range(warmup):
         jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return statistics.median(bench._wall_ms(lambda: fn(*args)) for _ in range(repeats))
 
 
 def measure(fn, operands, repeats, warmup) -> dict:
