@@ -134,8 +134,7 @@ _lowering = threading.local()  # depth of our rules on this thread's lowering st
 def _calls_ours(jaxpr) -> bool:
     """Whether a jaxpr (its sub-jaxprs included) calls one of this package's FFI targets."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive is _primitive.ffi_call_p and any(
-                isinstance(v, str) and v.startswith("jcm_") for v in eqn.params.values()):
+        if eqn.primitive is _primitive.ffi_call_p and eqn.params["target"].startswith("jcm_"):
             return True
         for value in eqn.params.values():
             for sub in value if isinstance(value, (tuple, list)) else (value,):
