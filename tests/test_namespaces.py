@@ -577,8 +577,20 @@ def test_grad_is_jax_s(case, shape, dtype, rng, package_calls):
     with jax.numpy_rank_promotion(case.rank_promotion):
         ours = _outcome(lambda: gradient(mirror))
         theirs = _outcome(lambda: gradient(jax_module))
+        if _finite(operands) and _finite(ours[0]) and theirs[0] is not None \
+                and not _finite(theirs[0]):
+            # JAX's jitted gradient of cond(x, 1) has come out +-inf in one column on a GPU for
+            # a well-conditioned float32 matrix, where ours was finite and equal in the others.
+            # Op by op, JAX's gradient is the reference then.
+            with jax.disable_jit():
+                theirs = (_outcome(lambda: gradient(jax_module))[0],) + theirs[1:]
     assert package_calls, "the package served no part of the call"
     assert_same_outcome(ours, theirs, dtype, shape, cond=100.0)
+
+
+def _finite(tree):
+    return tree is not None and all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(tree)
+                                    if np.issubdtype(np.asarray(x).dtype, np.inexact))
 
 
 def test_lax_eigh_returns_vectors_then_values(rng):

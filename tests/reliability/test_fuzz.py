@@ -19,6 +19,7 @@ picks one explicitly.
 """
 import dataclasses
 import os
+import tempfile
 from typing import Callable, Optional
 
 import jax
@@ -26,8 +27,12 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+# Hypothesis caches what it collects under the working directory (.hypothesis/) unless told
+# where: a test run writes nothing into the tree.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "jcm-hypothesis"))
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import jax_cusolver_ms as jcm
 from conftest import condition_number, rel_err, rtol_for, wide_dtype
