@@ -594,9 +594,11 @@ def sharded_row(row: dict) -> str:
     for label in ("ours", "jax"):
         r = row[label]
         if "failed" in r:
-            cells += ["failed: " + r["failed"][:60], "", "", ""]
+            cells += ["failed: " + r["failed"][:60], "", "", "", ""]
             continue
+        share = r.get("share")  # absent from parts written before it was measured
         cells += [f"{r['one']['ms']:.3g} / {r['sharded']['ms']:.3g}", f"{r['speedup']:.2f}x",
+                  f"{share['ms']:.3g} ({r['efficiency']:.2f})" if share else "-",
                   str(sum(r["sharded"]["collectives"].values())),
                   f"{_mib(r['one']['device_bytes'])} / {_mib(r['sharded']['device_bytes'])}"]
     return "| " + " | ".join(cells) + " |"
@@ -606,12 +608,15 @@ def sharded_markdown(part: dict) -> str:
     """benchmarks.sharded's table: one device against the batch sharded over all."""
     count = part["devices"]
     env = part.get("environment", {})
-    head = (f"| op, B x n | ours 1 / {count} devices ms | ours speed-up | ours collectives | "
-            f"ours MiB per device, 1 / {count} | JAX 1 / {count} devices ms | JAX speed-up | "
-            f"JAX collectives | JAX MiB per device, 1 / {count} |")
+    head = (f"| op, B x n | ours 1 / {count} devices ms | ours speed-up | ours B/{count} on 1 "
+            f"device ms (efficiency) | ours collectives | ours MiB per device, 1 / {count} | "
+            f"JAX 1 / {count} devices ms | JAX speed-up | JAX B/{count} on 1 device ms "
+            f"(efficiency) | JAX collectives | JAX MiB per device, 1 / {count} |")
     lines = [f"{env.get('gpu')} x {count} ({part.get('platform', 'gpu')}), the batch sharded over "
              f"all of them (`P('b')`), jitted; wall time of a call, median; {part['dtype']}. "
-             f"{_versions(env)}; run {env.get('date', '?')}.", "", head, "|" + "---|" * 9]
+             f"Efficiency: one device's share of the batch alone on one device, over the sharded "
+             f"call (1: sharding costs nothing). {_versions(env)}; run {env.get('date', '?')}.",
+             "", head, "|" + "---|" * 11]
     lines += [sharded_row(r) for r in part["rows"]]
     return "\n".join(lines) + "\n"
 

@@ -6,8 +6,9 @@ by side, the batch on one device and then sharded over N (`P('b')` on a one-axis
     python -m benchmarks.sharded --platform cpu --batch 8 --ops lu_factor:16   # (tests)
 
 Per op and implementation: the wall time of a call (median after warm-up; the sharded call
-ends when every device is done), the speed-up of N devices over one, the collectives in the
-compiled sharded program (all-gather, all-to-all, all-reduce, collective-permute,
+ends when every device is done), the speed-up of N devices over one, the efficiency (one
+device's share of the batch, B/N, alone on one device, over the sharded call: 1 when sharding
+costs nothing), the collectives in the compiled sharded program (all-gather, all-to-all, all-reduce, collective-permute,
 reduce-scatter: none is needed for a batch), and the memory one device holds for the call
 (XLA's memory analysis: arguments, outputs and temporaries). Writes sharded.json (a report of
 this one part: `python -m benchmarks.report --render REPORT.json sharded.json` merges it into the
@@ -87,14 +88,21 @@ def run(args) -> dict:
         ours, theirs, build = programs(name)
         operands = build(jax.random.key(0), args.batch, int(n), np.dtype(args.dtype))
         row = {"op": name, "batch": args.batch, "n": int(n), "dtype": args.dtype}
+        # One device's share of the batch, alone on one device: the sharded call's ideal. An op
+        # whose time grows less than its batch (a batched kernel not yet filling the GPU at B)
+        # cannot speed up N-fold however well it is sharded; this says whether sharding costs.
+        share = [x[:args.batch // len(devices)] for x in operands]
         for label, fn in (("ours", ours), ("jax", theirs)):
             try:
                 single = measure(fn, [jax.device_put(x, one) for x in operands], args.repeats,
                                  args.warmup)
                 spread = measure(fn, [jax.device_put(x, sharding) for x in operands],
                                  args.repeats, args.warmup)
-                row[label] = {"one": single, "sharded": spread,
-                              "speedup": single["ms"] / spread["ms"]}
+                alone = measure(fn, [jax.device_put(x, one) for x in share], args.repeats,
+                                args.warmup)
+                row[label] = {"one": single, "sharded": spread, "share": alone,
+                              "speedup": single["ms"] / spread["ms"],
+                              "efficiency": alone["ms"] / spread["ms"]}
             except Exception as exc:  # noqa: BLE001  (recorded; the next op still runs)
                 row[label] = {"failed": bench.short(exc)}
         rows.append(row)

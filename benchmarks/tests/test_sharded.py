@@ -22,6 +22,9 @@ def test_sharded_benchmark_measures_one_device_against_four(tmp_path):
         for label in ("ours", "jax"):
             result = row[label]
             assert result["one"]["ms"] > 0 and result["sharded"]["ms"] > 0
+            # The share: 2 of the 8 matrices, alone on one device.
+            assert result["efficiency"] == result["share"]["ms"] / result["sharded"]["ms"]
+            assert result["share"]["device_bytes"] < result["one"]["device_bytes"], row["op"]
             assert result["sharded"]["collectives"] == {}, (row["op"], label)
     text = (tmp_path / "sharded.md").read_text()
     assert "sharded over all of them" in text and "| lu_factor 8x8 |" in text
