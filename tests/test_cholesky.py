@@ -26,6 +26,8 @@ from conftest import (
     FULL_GRID,
     ILL_CONDITION,
     SMALL_KERNEL_N,
+    TINY_KERNEL_BATCH,
+    TINY_KERNEL_N,
     assert_rejects_dtype,
     assert_trees_close,
     assert_vmap_in_axis,
@@ -747,6 +749,32 @@ def test_small_cholesky_kernel_failures_are_jax_s(rng, dtype):
         assert np.isnan(got[:5]).sum(axis=(-2, -1)).tolist() == [n * (n + 1) // 2] * 5
         assert np.isnan(ref[3:5]).any(axis=(-2, -1)).all()
         check_factor(clean[5:], got[5:], lower, dtype)
+
+
+@requires_gpu
+@pytest.mark.parametrize("n,nrhs,dtype", rotated_grid(DTYPES, TINY_KERNEL_N, [1, 4, 5]))
+def test_tiny_cholesky_kernels_over_blocks_failures_and_non_finite(rng, dtype, n, nrhs):
+    # A thread per matrix, 128 a block: failures at both edges of a block, each its own. nrhs
+    # 5: past the tiny solve's right-hand sides, the block kernel at the same n.
+    a = spd(rng, (TINY_KERNEL_BATCH, n, n), dtype)
+    a[127, n - 1, n - 1] = -1                         # fails at the last column
+    a[128, 0, 0] = 0                                  # at the first
+    a[255, n - 1, 0] = np.nan                         # NaN in the lower triangle
+    b = random_rhs(rng, (TINY_KERNEL_BATCH, n, nrhs), dtype)
+    failed = np.array([127, 128, 255])
+    good = np.setdiff1d(np.arange(len(a)), failed)
+    tol = rtol_for(dtype, n, condition_number(a[good]))
+    for lower in (True, False):
+        x = a if lower else herm(a)  # the same triangles, read as the upper one
+        garbage = with_garbage(rng, x, keep_lower=lower)  # the other triangle is never read
+        c = np.asarray(cho_factor(jnp.asarray(garbage), lower, strategy="batched")[0])
+        check_factor(x[good], c[good], lower, dtype)
+        assert rel_err(c[good], reference_factor(x[good], lower)) <= tol, lower
+        stored = np.tri(n, dtype=bool) if lower else np.tri(n, dtype=bool).T
+        assert np.isnan(c[failed][:, stored]).all() and (c[failed][:, ~stored] == 0).all(), lower
+        sol = np.asarray(cho_solve((c, lower), jnp.asarray(b), strategy="batched"))
+        assert solve_residual(a[good], sol[good], b[good], False) <= rtol_for(dtype, n), lower
+        assert np.isnan(sol[failed]).all(), lower
 
 
 def test_cuda_lowering_without_extension_uses_jax(rng, monkeypatch):

@@ -25,6 +25,8 @@ from conftest import (
     DTYPES,
     FULL_GRID,
     SMALL_KERNEL_N,
+    TINY_KERNEL_BATCH,
+    TINY_KERNEL_N,
     assert_rejects_dtype,
     assert_trees_close,
     assert_vmap_in_axis,
@@ -1255,6 +1257,61 @@ def test_small_lu_kernel_ties_singular_and_non_finite(rng, dtype):
     check_lu_factorization(a[4:5], lu[4:5], piv[4:5], dtype)
     d = np.asarray(jcm.det(jnp.asarray(a), strategy="batched"))
     assert np.isnan(d[[3, 5]]).all() and np.isfinite(d[[0, 4]]).all() and d[1] == 0
+
+
+@requires_gpu
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, TINY_KERNEL_N))
+def test_tiny_lu_kernel_over_blocks_ties_and_non_finite(rng, dtype, n):
+    # A thread per matrix, 128 a block: special matrices at both edges of a block.
+    a = random_matrix(rng, (TINY_KERNEL_BATCH, n, n), dtype, "general")
+    a[7] = rng.integers(-1, 2, (n, n))  # exact ties in the pivot search
+    a[127, :, 0] = 0                    # a zero pivot: LAPACK goes on
+    a[299] = 0
+    a[128, 0, n - 1] = np.nan
+    a[255, n - 1, 0] = np.inf
+    bad = np.array([128, 255])
+    good = np.setdiff1d(np.arange(len(a)), bad)
+    assert jcm.explain("lu", a.shape, dtype, strategy="batched").runs_small_kernel
+    lu, piv, perm = (np.asarray(x) for x in jcm.lu(jnp.asarray(a), strategy="batched"))
+    check_lu_factorization(a[good], lu[good], piv[good], dtype)
+    np.testing.assert_array_equal(perm, pivots_to_permutation(piv, n))
+    # LAPACK's pivots and factors, matrix by matrix; the singular ones bit for bit in pivots.
+    general = np.setdiff1d(good, [7, 127, 299])
+    lu_sp, piv_sp = scipy_lu_factor(a[general])
+    tol = rtol_for(dtype, n, condition_number(a[general]))
+    real_double = precision(dtype) == "double" and not is_complex(dtype)
+    check_lu_matches(lu[general], piv[general], lu_sp, piv_sp, dtype, tol,
+                     same_pivots_required=real_double)
+    singular = np.array([7, 127, 299])
+    np.testing.assert_array_equal(piv[singular], scipy_lu_factor(a[singular])[1])
+    assert np.isnan(lu[bad]).all()
+    np.testing.assert_array_equal(piv[bad], np.broadcast_to(np.arange(n), (2, n)))
+    np.testing.assert_array_equal(perm[bad], np.broadcast_to(np.arange(n), (2, n)))
+    d = np.asarray(jcm.det(jnp.asarray(a), strategy="batched"))
+    assert np.isnan(d[bad]).all() and np.isfinite(d[good]).all() and d[299] == 0
+    np.testing.assert_allclose(d[general], np.linalg.det(a[general].astype(wide_dtype(dtype))),
+                               rtol=tol, atol=0)
+
+
+@requires_gpu
+@pytest.mark.parametrize("n,nrhs,trans,dtype",
+                         rotated_grid(DTYPES, TINY_KERNEL_N, [1, 4, 5], [0, 1, 2]))
+def test_tiny_solve_kernel_over_blocks(rng, dtype, n, nrhs, trans):
+    # nrhs 5: past the tiny kernel's right-hand sides, the block kernel at the same n.
+    a = random_matrix(rng, (TINY_KERNEL_BATCH, n, n), dtype, "well_conditioned")
+    b = random_rhs(rng, (TINY_KERNEL_BATCH, n, nrhs), dtype)
+    b[128, 0, 0] = np.nan  # its own system only
+    factors = jcm.lu_factor(jnp.asarray(a), strategy="batched")
+    x = np.asarray(jcm.lu_solve(factors, jnp.asarray(b), trans=trans, strategy="batched"))
+    op_a = op_matrix(a, trans)
+    ref = np.linalg.solve(op_a.astype(wide_dtype(dtype)), b.astype(wide_dtype(dtype)))
+    good = np.setdiff1d(np.arange(len(a)), [128])
+    assert x.dtype == dtype and x.shape == b.shape
+    assert rel_err(x[good], ref[good]) <= rtol_for(dtype, n, condition_number(a))
+    assert np.isnan(x[128]).any()
+    inv = np.asarray(jcm.inv(jnp.asarray(a), strategy="batched"))  # n right-hand sides
+    np.testing.assert_allclose(inv @ a, np.broadcast_to(np.eye(n), a.shape),
+                               atol=rtol_for(dtype, n, condition_number(a)))
 
 
 @strategy_param

@@ -15,7 +15,7 @@ import jax_cusolver_ms as jcm
 from jax_cusolver_ms import _ffi, settings, strategy, tables
 from jax_cusolver_ms.tables import Point, Table
 
-from conftest import requires_extension
+from conftest import TINY_KERNEL_N, requires_extension
 
 pytestmark = pytest.mark.skipif(_ffi.limits is None, reason="_jcm_limits is not built")
 
@@ -46,6 +46,9 @@ def test_every_routine_has_its_limits():
     assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd"}
     constants = _ffi.limits.constants()
     assert routines["getrf"]["small_max_n"] == constants["getrf_small_max_n"]
+    # The tiny kernels' tests cover every order they take.
+    assert constants["lu_tiny_max_n"] == constants["cholesky_tiny_max_n"] == max(TINY_KERNEL_N)
+    assert constants["lu_tiny_max_nrhs"] == constants["cholesky_tiny_max_nrhs"] == 4
     assert routines["syevj"]["batched_max_n"] == constants["syevj_kernel_max_n"]
     assert routines["sytrf"]["batched_max_n"] == constants["ldl_kernel_max_n"]
     assert routines["geqrf"]["batched_max_n"] == constants["qr_kernel_max_n"]

@@ -105,6 +105,106 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// n <= kCholeskyTinyMaxN (potrf_small_batched): a thread per matrix, its triangle in registers
+// as a lower one (l[i][j] = A(i, j), i >= j), through the stage both ways (kernel_util.cuh
+// tiny_load); potrf_small_kernel's steps and its failure test.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    potrf_tiny_kernel(int64_t count, bool lower, const T* a_all, T* out_all) {
+  using R = typename real_of<T>::type;
+  constexpr int kSize = N * N;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  tiny_load(stage, a_all, block, kSize);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  T* mine = stage + t * tiny_stride(kSize);
+  T l[N][N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = j; i < N; ++i) {
+      l[i][j] = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
+    }
+  }
+  bool failed = false;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const R d = real_part(l[k][k]);  // LAPACK reads the real part of the diagonal
+    failed = failed || !(d > R(0));
+    const R root = sqrt(d), inverse = R(1) / root;
+#pragma unroll
+    for (int i = k + 1; i < N; ++i) {
+      const T x = l[i][k] / d;
+#pragma unroll
+      for (int j = k + 1; j <= i; ++j) l[i][j] -= x * conj_of(l[j][k]);
+    }
+#pragma unroll
+    for (int i = k + 1; i < N; ++i) l[i][k] = l[i][k] * inverse;
+    l[k][k] = T(root);
+  }
+  if (active) {
+    const T nan = T(cuda::std::numeric_limits<R>::quiet_NaN());
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const T value = i >= j ? l[i][j] : conj_of(l[j][i]);  // lower: L(i, j); upper: U(i, j)
+        const bool stored = lower ? i >= j : i <= j;
+        mine[i + j * N] = !stored ? T(0) : failed ? nan : value;
+      }
+    }
+  }
+  tiny_store(out_all, stage, block, kSize);
+}
+
+// n <= kCholeskyTinyMaxN, nrhs <= kCholeskyTinyMaxRhs (potrs_small_batched): a thread per
+// system, the factor and then B through the stage into registers; L y = b, L^H x = y (the upper
+// factor read as L = U^H). A block reads all its B before it writes any X, so x may alias b.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    potrs_tiny_kernel(int64_t count, int nrhs, bool lower, const T* c_all, const T* b_all,
+                      T* x_all) {
+  constexpr int kSize = N * N;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  tiny_load(stage, c_all, block, kSize);
+  T l[N][N];
+  const T* mine = stage + t * tiny_stride(kSize);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = j; i < N; ++i) {
+      l[i][j] = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
+    }
+  }
+  __syncthreads();  // every thread holds its factor before B takes the stage
+  const int size = N * nrhs;
+  tiny_load(stage, b_all, block, size);
+  T* column = stage + t * tiny_stride(size);
+  for (int c = 0; c < nrhs && active; ++c, column += N) {
+    T y[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      y[i] = column[i];
+#pragma unroll
+      for (int k = 0; k < i; ++k) y[i] -= l[i][k] * y[k];
+      y[i] = y[i] / l[i][i];
+    }
+#pragma unroll
+    for (int i = N - 1; i >= 0; --i) {
+#pragma unroll
+      for (int k = i + 1; k < N; ++k) y[i] -= conj_of(l[k][i]) * y[k];
+      y[i] = y[i] / conj_of(l[i][i]);
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) column[i] = y[i];
+  }
+  tiny_store(x_all, stage, block, size);
+}
+
 }  // namespace
 
 template <typename T>
@@ -113,6 +213,15 @@ cudaError_t potrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, b
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kCholeskySmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (n <= limits::kCholeskyTinyMaxN) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      potrf_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, lower, reinterpret_cast<const D*>(a), reinterpret_cast<D*>(out));
+      return cudaGetLastError();
+    });
+  }
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   // Many matrices: the SM filled with threads (kernel_util.cuh small_launch).
   const SmallLaunch launch = small_launch(count, static_cast<int>(n), smem);
@@ -130,6 +239,17 @@ cudaError_t potrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (count <= 0 || n <= 0 || nrhs <= 0) return cudaSuccess;
   if (n > kCholeskySmallMaxN || nrhs > kCholeskySmallMaxRhs || count > INT32_MAX) {
     return cudaErrorInvalidValue;
+  }
+  if (n <= limits::kCholeskyTinyMaxN && nrhs <= limits::kCholeskyTinyMaxRhs) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      const int size = static_cast<int>(N * (nrhs > N ? nrhs : N));
+      potrs_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(size, sizeof(D)), stream>>>(
+          count, static_cast<int>(nrhs), lower, reinterpret_cast<const D*>(c),
+          reinterpret_cast<const D*>(b), reinterpret_cast<D*>(x));
+      return cudaGetLastError();
+    });
   }
   const int threads = 32 * static_cast<int>(nrhs < kMaxThreads / 32 ? nrhs : kMaxThreads / 32);
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);

@@ -1,6 +1,8 @@
 // One-launch Cholesky kernels for batches of small matrices (n <= kCholeskySmallMaxN), the
-// matrix in shared memory, one thread block per matrix: the batched path of potrf and potrs
-// there, in place of cuSOLVER's potrfBatched / JAX's two batched triangular solves.
+// matrix in shared memory, one thread block per matrix (up to kCholeskyTinyMaxN, and for potrs
+// kCholeskyTinyMaxRhs right-hand sides, one thread per matrix, in registers): the batched path
+// of potrf and potrs there, in place of cuSOLVER's potrfBatched / JAX's two batched triangular
+// solves.
 #pragma once
 
 #include <cuComplex.h>

@@ -12,6 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#include "core/limits.h"
 
 namespace jcm {
 namespace kernel {
@@ -195,6 +198,77 @@ inline SmallLaunch small_launch(int64_t count, int n, size_t fill_smem = 0) {
   launch.cols_per_pass = std::min(n, std::max(1, per_matrix / std::max(n, 1)));
   launch.threads = std::min(kMaxThreads, (n * launch.cols_per_pass + 31) / 32 * 32);
   return launch;
+}
+
+// The tiny kernels (n <= 4: lu_kernels.cu, cholesky_kernels.cu): one thread per matrix, the
+// matrix in registers, kTinyThreads matrices a block. A block's matrices are contiguous in global
+// memory and go through shared memory both ways, so that a warp's global accesses are
+// coalesced: a thread reading its own n * n entries would make a warp touch n * n times as many
+// sectors, each for a few bytes.
+constexpr int kTinyThreads = 128;
+
+// The stride of a thread's item in the stage: odd, so that the threads of a warp, each at the
+// same entry of its own item, hit distinct banks.
+__host__ __device__ constexpr int tiny_stride(int size) { return size | 1; }
+
+// The shared memory a block stages items of up to `size` entries in.
+inline size_t tiny_stage_bytes(int size, size_t elem_bytes) {
+  return static_cast<size_t>(kTinyThreads) * tiny_stride(size) * elem_bytes;
+}
+
+// The blocks of a tiny launch over `count` items.
+inline unsigned tiny_blocks(int64_t count) {
+  return static_cast<unsigned>((count + kTinyThreads - 1) / kTinyThreads);
+}
+
+// f(std::integral_constant<int, N>{}) for N = n, n in [1, kTinyMaxN]: a tiny kernel's launch
+// for the order given at run time.
+constexpr int kTinyMaxN = 4;
+template <typename F>
+cudaError_t with_tiny_n(int64_t n, F f) {
+  switch (n) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+static_assert(limits::kLuTinyMaxN <= kTinyMaxN && limits::kCholeskyTinyMaxN <= kTinyMaxN);
+
+// The items of this block: [first, first + items) of `count`.
+struct TinyBlock {
+  int64_t first;
+  int items;
+};
+__device__ inline TinyBlock tiny_block(int64_t count) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kTinyThreads;
+  const int64_t left = count - first;
+  return {first, static_cast<int>(left < kTinyThreads ? left : kTinyThreads)};
+}
+
+// The block's items of `size` entries from src (one after the other) into the stage (item t at
+// t * tiny_stride(size)), read coalesced; ends with a barrier. Every thread of the block calls.
+template <typename T>
+__device__ void tiny_load(T* stage, const T* src, TinyBlock block, int size) {
+  const T* from = src + block.first * size;
+  const int stride = tiny_stride(size);
+  for (int e = threadIdx.x; e < block.items * size; e += blockDim.x) {
+    stage[(e / size) * stride + e % size] = from[e];
+  }
+  __syncthreads();
+}
+
+// The reverse: the stage's items to dst, written coalesced, after a barrier (every thread has
+// put its item in the stage). Every thread of the block calls.
+template <typename T>
+__device__ void tiny_store(T* dst, const T* stage, TinyBlock block, int size) {
+  __syncthreads();
+  T* to = dst + block.first * size;
+  const int stride = tiny_stride(size);
+  for (int e = threadIdx.x; e < block.items * size; e += blockDim.x) {
+    to[e] = stage[(e / size) * stride + e % size];
+  }
 }
 
 // Triangular solves of one right-hand side by one warp (n <= 64), lane l holding rows l and

@@ -35,6 +35,10 @@ inline constexpr int kMaxLanesPerDevice = 32;
 inline constexpr int64_t kGetrfSmallMaxN = 64;
 // getrs_small_batched's right-hand sides (inv's n <= kGetrfSmallMaxN included).
 inline constexpr int64_t kGetrsSmallMaxRhs = 64;
+// Up to this n getrf_small_batched and getrs_small_batched give each matrix a thread (its
+// entries in registers), and getrs up to this many right-hand sides (inv's included).
+inline constexpr int64_t kLuTinyMaxN = 4;
+inline constexpr int64_t kLuTinyMaxRhs = 4;
 // The blocked LU's panel width (default) and the widest getf2_panel_batched takes.
 inline constexpr int64_t kLuBlock = 32;
 inline constexpr int64_t kLuMaxBlock = 256;
@@ -43,6 +47,10 @@ inline constexpr int64_t kLuMaxBlock = 256;
 // warp per right-hand side, 32 warps at most per block.
 inline constexpr int64_t kCholeskySmallMaxN = 64;
 inline constexpr int64_t kCholeskySmallMaxRhs = 64;
+// Up to this n potrf_small_batched and potrs_small_batched give each matrix a thread, and potrs
+// up to this many right-hand sides.
+inline constexpr int64_t kCholeskyTinyMaxN = 4;
+inline constexpr int64_t kCholeskyTinyMaxRhs = 4;
 // The blocked Cholesky's block size (default) and the range JCM_CHOLESKY_BLOCK may set.
 inline constexpr int64_t kCholeskyBlock = 256;
 inline constexpr int64_t kCholeskyMinBlock = 32;

@@ -89,10 +89,14 @@ nb::dict constants() {
   out["max_lanes"] = L::kMaxLanesPerDevice;
   out["getrf_small_max_n"] = L::kGetrfSmallMaxN;
   out["getrs_small_max_nrhs"] = L::kGetrsSmallMaxRhs;
+  out["lu_tiny_max_n"] = L::kLuTinyMaxN;
+  out["lu_tiny_max_nrhs"] = L::kLuTinyMaxRhs;
   out["lu_block"] = L::kLuBlock;
   out["lu_max_block"] = L::kLuMaxBlock;
   out["cholesky_small_max_n"] = L::kCholeskySmallMaxN;
   out["cholesky_small_max_nrhs"] = L::kCholeskySmallMaxRhs;
+  out["cholesky_tiny_max_n"] = L::kCholeskyTinyMaxN;
+  out["cholesky_tiny_max_nrhs"] = L::kCholeskyTinyMaxRhs;
   out["cholesky_block"] = L::kCholeskyBlock;
   out["qr_kernel_max_n"] = L::kQrKernelMaxN;
   out["ldl_kernel_max_n"] = L::kLdlKernelMaxN;

@@ -216,6 +216,184 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// n <= kLuTinyMaxN (getrf_small_batched): a thread per matrix, its entries in registers
+// (a[i][j] = A(i, j)), through the stage both ways (kernel_util.cuh tiny_load). LAPACK ?getf2's
+// steps and ties, as getrf_small_kernel: the pivot is the first largest |re| + |im| (NaN never
+// wins), rows k and p swap across the matrix, the column below is scaled by the pivot's
+// reciprocal (divided, below LAPACK's safe minimum) and the trailing block updated. A row index
+// known only at run time would put the matrix in local memory: each candidate row's swap is
+// predicated instead, every index a constant (a pivot outside [0, N) swaps nothing).
+template <typename V, int N>
+__device__ inline void swap_at(V (&v)[N], int k, int p) {
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r != k && r == p) {
+      const V t = v[k];
+      v[k] = v[r];
+      v[r] = t;
+    }
+  }
+}
+
+template <typename T, int N>
+__device__ inline void swap_rows_at(T (&a)[N][N], int k, int p) {
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    if (r != k && r == p) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const T t = a[k][j];
+        a[k][j] = a[r][j];
+        a[r][j] = t;
+      }
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    getrf_tiny_kernel(int64_t count, const T* a_all, T* lu_all, int* pivots_all,
+                      int* permutation_all) {
+  using R = typename real_of<T>::type;
+  constexpr int kSize = N * N;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  tiny_load(stage, a_all, block, kSize);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  T* mine = stage + t * tiny_stride(kSize);
+  T a[N][N];
+  bool finite = true;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      a[i][j] = active ? mine[i + j * N] : T(0);
+      finite = finite && isfinite(real_part(a[i][j])) && isfinite(imag_part(a[i][j]));
+    }
+  }
+  int pivots[N], permutation[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) pivots[k] = k, permutation[k] = k;
+  const R sfmin = cuda::std::numeric_limits<R>::min();
+  if (finite) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      R best = R(-2);
+      int p = k;
+#pragma unroll
+      for (int r = k; r < N; ++r) {
+        R v = abs1(a[r][k]);
+        if (!(v == v)) v = R(-1);
+        if (v > best) best = v, p = r;
+      }
+      pivots[k] = p;
+      swap_rows_at(a, k, p);
+      swap_at(permutation, k, p);
+      const T pivot = a[k][k];
+      if (pivot != T(0)) {  // LAPACK goes on past a zero pivot: nothing to update
+        const bool reciprocal = !(modulus(pivot) < sfmin);
+        const T inverse = reciprocal ? T(1) / pivot : T(1);
+#pragma unroll
+        for (int r = k + 1; r < N; ++r) {
+          const T l = reciprocal ? a[r][k] * inverse : a[r][k] / pivot;
+          a[r][k] = l;
+#pragma unroll
+          for (int j = k + 1; j < N; ++j) a[r][j] -= l * a[k][j];
+        }
+      }
+    }
+  } else {  // NaN or Inf in the matrix: NaN out, the identity pivots
+    const T nan = T(cuda::std::numeric_limits<R>::quiet_NaN());
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) a[i][j] = nan;
+    }
+  }
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) mine[i + j * N] = a[i][j];
+    }
+    const int64_t item = block.first + t;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      pivots_all[item * N + k] = pivots[k];
+      permutation_all[item * N + k] = permutation[k];
+    }
+  }
+  tiny_store(lu_all, stage, block, kSize);
+}
+
+// n <= kLuTinyMaxN, nrhs <= kLuTinyMaxRhs (getrs_small_batched): a thread per system, L U and
+// then B through the stage into registers; getrs_small_kernel's steps. A block reads all its B
+// before it writes any X, so x may alias b.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    getrs_tiny_kernel(int64_t count, int nrhs, int trans, const T* lu_all, const int* pivots_all,
+                      const T* b_all, T* x_all) {
+  constexpr int kSize = N * N;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  tiny_load(stage, lu_all, block, kSize);
+  T f[N][N];
+  const T* mine = stage + t * tiny_stride(kSize);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) f[i][j] = active ? mine[i + j * N] : T(1);
+  }
+  int pivots[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) pivots[k] = active ? pivots_all[(block.first + t) * N + k] : k;
+  __syncthreads();  // every thread holds its factor before B takes the stage
+  const int size = N * nrhs;
+  tiny_load(stage, b_all, block, size);
+  T* column = stage + t * tiny_stride(size);
+  auto op = [&](T v) { return trans == 2 ? conj_of(v) : v; };
+  for (int c = 0; c < nrhs && active; ++c, column += N) {
+    T y[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) y[i] = column[i];
+    if (trans == 0) {  // L U x = P b
+#pragma unroll
+      for (int k = 0; k < N; ++k) swap_at(y, k, pivots[k]);
+#pragma unroll
+      for (int i = 1; i < N; ++i) {
+#pragma unroll
+        for (int k = 0; k < i; ++k) y[i] -= f[i][k] * y[k];
+      }
+#pragma unroll
+      for (int i = N - 1; i >= 0; --i) {
+#pragma unroll
+        for (int k = i + 1; k < N; ++k) y[i] -= f[i][k] * y[k];
+        y[i] = y[i] / f[i][i];
+      }
+    } else {  // op(U) op(L) (P x) = b
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+#pragma unroll
+        for (int k = 0; k < i; ++k) y[i] -= op(f[k][i]) * y[k];
+        y[i] = y[i] / op(f[i][i]);
+      }
+#pragma unroll
+      for (int i = N - 2; i >= 0; --i) {
+#pragma unroll
+        for (int k = i + 1; k < N; ++k) y[i] -= op(f[k][i]) * y[k];
+      }
+#pragma unroll
+      for (int k = N - 1; k >= 0; --k) swap_at(y, k, pivots[k]);
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) column[i] = y[i];
+  }
+  tiny_store(x_all, stage, block, size);
+}
+
 // One thread per (column outside the panel, matrix): the panel's interchanges in order. The
 // column's rows j0 .. j0 + jb sit in a few sectors that stay in L1 across the swaps.
 template <typename T>
@@ -280,6 +458,15 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > limits::kGetrfSmallMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (n <= limits::kLuTinyMaxN) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      getrf_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, reinterpret_cast<const D*>(a), reinterpret_cast<D*>(lu), pivots, permutation);
+      return cudaGetLastError();
+    });
+  }
   const SmallLaunch launch = small_launch(count, static_cast<int>(n));
   const size_t smem = static_cast<size_t>(n * n) * sizeof(D);
   if (cudaError_t err = allow_shared(getrf_small_kernel<D>, smem); err != cudaSuccess) return err;
@@ -297,6 +484,17 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (n > limits::kGetrfSmallMaxN || nrhs > limits::kGetrsSmallMaxRhs || count > INT32_MAX ||
       trans < 0 || trans > 2) {
     return cudaErrorInvalidValue;
+  }
+  if (n <= limits::kLuTinyMaxN && nrhs <= limits::kLuTinyMaxRhs) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      const int size = static_cast<int>(std::max<int64_t>(N * N, N * nrhs));
+      getrs_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(size, sizeof(D)), stream>>>(
+          count, static_cast<int>(nrhs), trans, reinterpret_cast<const D*>(lu), pivots,
+          reinterpret_cast<const D*>(b), reinterpret_cast<D*>(x));
+      return cudaGetLastError();
+    });
   }
   // A warp per right-hand side, up to the block's 32: inv's n = 64 right-hand sides take two
   // solves per warp, not eight (H100 grid, inv vs JAX with 8 warps / 32: float32 64 x 64 1.44x

@@ -29,7 +29,7 @@ cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int6
 
 // For `count` column-major n x n matrices (a, stride n * n; n <= kGetrfSmallMaxN): LU with
 // partial pivoting (LAPACK ?getrf's pivots, ties and arithmetic), one thread block per matrix in
-// shared memory, one launch in all. Writes lu (P A = L U, unit-lower L below the diagonal), the
+// shared memory (one thread per matrix, in registers, for n <= kLuTinyMaxN), one launch in all. Writes lu (P A = L U, unit-lower L below the diagonal), the
 // 0-based pivots (row k swapped with pivots[k]) and the permutation (A[permutation] = L U), as
 // jax.lax.linalg.lu returns them. A matrix holding NaN or Inf gives NaN in lu and the identity
 // pivots, and touches no other matrix. lu must not alias a.
@@ -40,7 +40,8 @@ cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, c
 // For `count` systems op(A) X = B from getrf_small_batched's output (lu, 0-based pivots; n <=
 // kGetrfSmallMaxN, column-major n x nrhs B with nrhs <= kGetrsSmallMaxRhs), op = A (trans 0), A^T
 // (1) or A^H (2): LAPACK ?getrs's steps in one launch, one block per system, L U and B in shared
-// memory, a warp per right-hand side. x may alias b.
+// memory, a warp per right-hand side (one thread per system, in registers, for n <= kLuTinyMaxN
+// and nrhs <= kLuTinyMaxRhs). x may alias b.
 template <typename T>
 cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, int64_t nrhs,
                                 int trans, const T* lu, const int* pivots, const T* b, T* x);
