@@ -849,6 +849,10 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
         timed["jax"] = op.reference
         jax_error = float(op.error(inputs, truth, out))
         impls["jax"]["error"] = jax_error
+        # What a call must read and write at the least: the memory-bound yardstick of tiny
+        # matrices (render.tiny_markdown).
+        cell["bytes"] = cell["input_bytes"] + int(
+            sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(out)))
         del out
     except TooSlow as slow:
         # The grid's rule: a cell where JAX takes over the limit per call is skipped and said.

@@ -12,12 +12,15 @@ import json
 import math
 import os
 import re
+import tomllib
 
 from . import bench, jax_lowering, matmul as _matmul, random_shapes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
 DOCS_PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
+GRIDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids.toml")
+TINY_MAX_N = 4  # the tiny-matrix section: square cells up to this n
 FORMAT = 1
 PARITY = 0.95  # the bar: no cell below this fraction of JAX's speed
 LOW = 0.90  # the random part counts the shapes below this too: clearly slower, not noise
@@ -57,8 +60,8 @@ def _short_text(text, limit=300):
 def compact_cell(cell: dict) -> dict:
     """A square cell or a random shape without its raw samples: per implementation the median
     and min ms, the error and the check; what `auto` picked; the bar its answers were held to."""
-    out = {k: cell[k] for k in ("index", "op", "dtype", "batch", "m", "n", "nrhs", "status")
-           if k in cell}
+    out = {k: cell[k] for k in ("index", "op", "dtype", "batch", "m", "n", "nrhs", "status",
+                                "bytes") if k in cell}
     if cell.get("note"):
         out["note"] = _short_text(cell["note"])
     impls = {}
@@ -621,6 +624,48 @@ def sharded_markdown(part: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def peak_bandwidth(gpu: str) -> float | None:
+    """The GPU model's peak memory bandwidth in bytes/s (grids.toml [bandwidth]), or None."""
+    with open(GRIDS_FILE, "rb") as f:
+        return tomllib.load(f).get("bandwidth", {}).get(gpu)
+
+
+def tiny_markdown(cells: list[dict], gpu: str) -> str:
+    """Square cells of n <= TINY_MAX_N: per op, dtype and n the time of each batch for JAX,
+    PyTorch and `auto`, and at the largest batch the bytes a call must move (its inputs and
+    outputs) over `auto`'s time, against the GPU's peak bandwidth. "" without such cells."""
+    tiny = [c for c in cells if c["n"] <= TINY_MAX_N and c.get("status", "ok") == "ok"]
+    if not tiny:
+        return ""
+    peak = peak_bandwidth(gpu)
+    groups: dict[tuple, list[dict]] = {}
+    for c in tiny:
+        groups.setdefault((c["op"], c["dtype"], c["n"]), []).append(c)
+    batches = sorted({c["batch"] for c in tiny})
+    lines = ["Milliseconds per call, JAX / PyTorch / jax-cusolver-ms `auto`, for each batch of "
+             "n x n matrices; then, at the largest batch, what a call must read and write (its "
+             "inputs and outputs) over `auto`'s time"
+             + (f", against the GPU's peak of {peak / 1e12:.3g} TB/s." if peak else "."), "",
+             "| op | dtype | n | " + " | ".join(f"B = {b:.0e}".replace("e+0", "e") for b in batches)
+             + " | GB/s (of peak) |", "|---" * (4 + len(batches)) + "|"]
+    for (op, dtype, n), group in groups.items():
+        by_batch = {c["batch"]: c for c in group}
+        row = [op, dtype, str(n)]
+        for b in batches:
+            c = by_batch.get(b)
+            row.append("-" if c is None else " / ".join(
+                _ms(c["impls"].get(k)) for k in ("jax", "torch", "jcm:auto")))
+        largest = by_batch[max(by_batch)]
+        ours = _median(largest, "jcm:auto")
+        if ours and largest.get("bytes"):
+            rate = largest["bytes"] / (ours * 1e-3)
+            row.append(f"{rate / 1e9:.0f}" + (f" ({rate / peak:.0%})" if peak else ""))
+        else:
+            row.append("-")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()) -> str:
     """report.md: the summary, the headline cells, matmul, the random shapes, then every cell
     and any failure."""
@@ -655,6 +700,9 @@ def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()
     if doc.get("sharded"):
         lines += [f"## A sharded batch: one device against {doc['sharded']['devices']}", "",
                   sharded_markdown(doc["sharded"])]
+    tiny = tiny_markdown(square["cells"], doc["gpu"]) if square else ""
+    if tiny:
+        lines += ["## Tiny matrices", "", tiny]
     if plot_note:
         lines += ["## Figures", "", f"None ({plot_note}).", ""]
     elif figures:

@@ -39,7 +39,7 @@ import traceback
 from . import bench, matmul as _matmul, random_shapes, render
 from .render import summarize, summary_markdown  # noqa: F401  (the report's summary)
 
-GRIDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grids.toml")
+GRIDS_FILE = render.GRIDS_FILE
 JAX_LIMIT_S = 20.0
 _PARTS = ("square", "matmul", "random")
 # The keys of a grid's random part (grids.toml).

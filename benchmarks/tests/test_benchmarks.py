@@ -629,3 +629,28 @@ def test_docs_benchmarks_page_is_generated_from_the_report():
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     assert render.docs_text(report.load_grids()["headline"]) == page
     assert "H100" in page and "geomean" in page.lower()
+
+
+def test_tiny_section_times_each_batch_and_the_rate_against_the_peak():
+    render = importlib.import_module("benchmarks.render")
+
+    def cell(op, n, batch, ours_ms, nbytes, status="ok"):
+        return {"op": op, "dtype": "float32", "n": n, "batch": batch, "status": status,
+                "bytes": nbytes, "impls": {"jax": {"median_ms": 2 * ours_ms},
+                                           "torch": {"failed": "CUSOLVER internal error"},
+                                           "jcm:auto": {"median_ms": ours_ms}}}
+    cells = [cell("lu_factor", 4, 100, 0.01, 7_200),
+             cell("lu_factor", 4, 10**6, 0.02, 72_000_000),
+             cell("eigh", 3, 10**6, 0.5, 48_000_000),
+             cell("eigh", 3, 100, 0.5, 4800, "skipped"),
+             cell("qr", 16, 10**6, 1.0, 10**9)]
+    text = render.tiny_markdown(cells, "NVIDIA H200")
+    rows = [line for line in text.splitlines() if line.startswith("| lu_factor") or
+            line.startswith("| eigh") or line.startswith("| qr")]
+    # 72 MB in 0.02 ms: 3600 GB/s, 75% of the H200's 4.8 TB/s; n = 16 is not tiny.
+    assert rows[0] == ("| lu_factor | float32 | 4 | 0.02 / error / 0.01 | 0.04 / error / 0.02 "
+                       "| 3600 (75%) |")
+    assert rows[1] == "| eigh | float32 | 3 | - | 1 / error / 0.5 | 96 (2%) |"
+    assert len(rows) == 2 and "4.8 TB/s" in text
+    assert "of peak" in text and render.tiny_markdown(cells, "Unknown GPU").count("%") == 0
+    assert render.tiny_markdown(cells[-1:], "NVIDIA H200") == ""
