@@ -18,6 +18,8 @@ from jax_cusolver_ms.eigh import eigh, eigvalsh, lax_eigh
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    TINY_KERNEL_BATCH,
+    TINY_KERNEL_N,
     conj_t,
     jit_call,
     lowered_text,
@@ -220,6 +222,37 @@ def test_jacobi_kernel_nonfinite_input(rng, dtype, bad):
     kept[2, 4] = bad
     w, v = jit_call(eigh, kept, symmetrize_input=False, strategy="batched")
     check_eigh(kept, w, v, dtype, hermitian_a=np.tril(kept) + conj_t(np.tril(kept, -1)))
+
+
+@requires_gpu
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, TINY_KERNEL_N))
+def test_tiny_jacobi_kernel_over_blocks_degenerate_scaled_and_non_finite(rng, dtype, n):
+    # A thread per matrix, 128 a block: special matrices at both edges of a block.
+    a = hermitian(rng, (TINY_KERNEL_BATCH, n, n), dtype)
+    big = np.finfo(np.dtype(dtype)).max ** 0.75
+    a[0] = 0
+    a[1] = np.eye(n)                                  # one eigenvalue n times
+    a[2] = np.diag(np.arange(n)[::-1] % 2)            # repeated, out of order
+    a[127] = a[127] * big                             # squares overflow unscaled
+    a[129] = a[129] / big                             # and underflow
+    a[130] = with_spectrum(rng, (), 1 + np.arange(n) * 1e-5, dtype)[0]  # nearly degenerate
+    a[128, n - 1, 0] = a[128, 0, n - 1] = np.nan
+    a[255, 0, 0] = np.inf
+    bad = np.array([128, 255])
+    good = np.setdiff1d(np.arange(len(a)), bad)
+    w, v = (np.asarray(x) for x in jit_call(eigh, a, strategy="batched"))
+    check_eigh(a[good], w[good], v[good], dtype)
+    assert np.isnan(w[bad]).all() and np.isnan(v[bad]).all()
+    np.testing.assert_array_equal(w[0], 0)
+    np.testing.assert_array_equal(w[1], 1)
+    np.testing.assert_array_equal(w[2], np.sort(np.arange(n)[::-1] % 2))
+    # Only the triangle read counts, lower or upper.
+    for lower in (True, False):
+        kept = np.tril(a[:4]) if lower else np.triu(a[:4])
+        full = kept + conj_t(kept) - np.einsum("...ii->...i", kept)[..., None] * np.eye(n)
+        w_t, v_t = (np.asarray(x) for x in jit_call(eigh, kept, UPLO="L" if lower else "U",
+                                                     symmetrize_input=False, strategy="batched"))
+        check_eigh(full, w_t, v_t, dtype)
 
 
 def test_auto_takes_the_jacobi_kernel_up_to_32(ours_measured_faster):

@@ -234,7 +234,8 @@ cudaError_t with_tiny_n(int64_t n, F f) {
     default: return cudaErrorInvalidValue;
   }
 }
-static_assert(limits::kLuTinyMaxN <= kTinyMaxN && limits::kCholeskyTinyMaxN <= kTinyMaxN);
+static_assert(limits::kLuTinyMaxN <= kTinyMaxN && limits::kCholeskyTinyMaxN <= kTinyMaxN &&
+              limits::kSyevjTinyMaxN <= kTinyMaxN);
 
 // The items of this block: [first, first + items) of `count`.
 struct TinyBlock {

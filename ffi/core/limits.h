@@ -77,6 +77,9 @@ inline constexpr int64_t kLdlMinSharedBlock = 8;
 // Jacobi eigensolver (eigh_kernels.h): the matrix twice and its eigenvectors in shared memory,
 // one thread per pair of 2 x 2 blocks.
 inline constexpr int64_t kSyevjKernelMaxN = 32;
+// Up to this n syevj_small_batched gives each matrix a thread (the matrix and its eigenvectors in
+// registers).
+inline constexpr int64_t kSyevjTinyMaxN = 4;
 
 // Jacobi SVD (svd_kernels.h): the matrix, V and U in shared memory, a warp per pair of columns,
 // a lane per row; m and n both.

@@ -105,6 +105,7 @@ nb::dict constants() {
   out["ldl_max_block"] = L::kLdlMaxBlock;
   out["ldl_solve_max_block"] = L::kLdlSolveMaxBlock;
   out["syevj_kernel_max_n"] = L::kSyevjKernelMaxN;
+  out["syevj_tiny_max_n"] = L::kSyevjTinyMaxN;
   out["gesvdj_kernel_max_n"] = L::kGesvdjKernelMaxN;
   out["ldl_solve_rhs_per_block"] = L::kLdlSolveRhsPerBlock;
   out["matmul_max_algorithm"] = L::kMatmulMaxAlgorithm;

@@ -196,6 +196,132 @@ __global__ void __launch_bounds__(kJacobiThreads)
   if (tid == 0) info_all[blockIdx.x] = 0;
 }
 
+// n <= kSyevjTinyMaxN: a thread per matrix, the matrix (both triangles) and its eigenvectors
+// in registers, through the stage both ways (kernel_util.cuh tiny_load). syevj_small_kernel's
+// method, conventions and stopping test, with the pairs in cyclic-by-row order: each rotation
+// J = [[c, s], [-s e, c e]] (jacobi.cuh rotation_for) on columns (p, q), then J^H on rows (p, q),
+// its (p, q) entry set to zero; V J on V's columns.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    syevj_tiny_kernel(int64_t count, bool lower, T* a_all, typename real_of<T>::type* w_all,
+                      int* info_all) {
+  using R = typename real_of<T>::type;
+  constexpr int kSize = N * N;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  tiny_load(stage, a_all, block, kSize);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  T* mine = stage + t * tiny_stride(kSize);
+  T a[N][N], v[N][N];
+  R largest = 0;
+  bool finite = true;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = j; i < N; ++i) {  // the stored triangle, read as the lower one
+      T x = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
+      if (i == j) x = T(real_part(x));
+      const R size = abs1(x);
+      finite = finite && isfinite(size);
+      largest = size > largest ? size : largest;
+      a[i][j] = x;
+      a[j][i] = conj_of(x);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i][j] = T(i == j ? 1 : 0);
+  }
+  // Scaled by a power of two (exact) so that every |entry| < 1, as syevj_small_kernel.
+  const int exponent = finite ? scale_exponent(largest) : 0;
+  const R scale = ldexp(R(1), -exponent);
+  R norm2 = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      a[i][j] = a[i][j] * scale;
+      norm2 += abs2(a[i][j]);
+    }
+  }
+  const R eps = cuda::std::numeric_limits<R>::epsilon();
+  const R tolerance2 = eps * eps * norm2;
+  bool converged = false;
+  for (int sweep = 0; finite; ++sweep) {
+    R off2 = 0;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) off2 += i != j ? abs2(a[i][j]) : R(0);
+    }
+    converged = off2 <= tolerance2;
+    if (converged || sweep == kMaxSweeps) break;
+#pragma unroll
+    for (int p = 0; p < N - 1; ++p) {
+#pragma unroll
+      for (int q = p + 1; q < N; ++q) {
+        const R app = real_part(a[p][p]), aqq = real_part(a[q][q]);
+        const Rotation<T, R> r = rotation_for(app, aqq, a[p][q]);
+        const T se_h = conj_of(r.se), ce_h = conj_of(r.ce);
+#pragma unroll
+        for (int i = 0; i < N; ++i) {  // A J, V J: columns p, q
+          const T xp = a[i][p], xq = a[i][q];
+          a[i][p] = r.c * xp - r.se * xq;
+          a[i][q] = r.s * xp + r.ce * xq;
+          const T vp = v[i][p], vq = v[i][q];
+          v[i][p] = r.c * vp - r.se * vq;
+          v[i][q] = r.s * vp + r.ce * vq;
+        }
+#pragma unroll
+        for (int j = 0; j < N; ++j) {  // J^H (A J): rows p, q
+          const T yp = a[p][j], yq = a[q][j];
+          a[p][j] = r.c * yp - se_h * yq;
+          a[q][j] = r.s * yp + ce_h * yq;
+        }
+        a[p][p] = T(app - r.shift);
+        a[q][q] = T(aqq + r.shift);
+        a[p][q] = T(0);
+        a[q][p] = T(0);
+      }
+    }
+  }
+  const int info = !finite ? 0 : converged ? 0 : N + 1;
+  if (active) {
+    const int64_t item = block.first + t;
+    R* w = w_all + item * N;
+    if (finite && converged) {
+      // Eigenvalues ascending (ties in index order); the eigenvectors' columns go with them.
+      R eig[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) eig[i] = real_part(a[i][i]);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        int rank = 0;
+#pragma unroll
+        for (int k = 0; k < N; ++k) rank += eig[k] < eig[j] || (eig[k] == eig[j] && k < j);
+        w[rank] = ldexp(eig[j], exponent);
+#pragma unroll
+        for (int r = 0; r < N; ++r) {  // column j to column rank, every index a constant
+          if (r == rank) {
+#pragma unroll
+            for (int i = 0; i < N; ++i) mine[i + r * N] = v[i][j];
+          }
+        }
+      }
+    } else {  // NaN or Inf in the triangle read, or no convergence: NaN, as syevj_small_kernel
+      const R nan = cuda::std::numeric_limits<R>::quiet_NaN();
+#pragma unroll
+      for (int i = 0; i < N; ++i) w[i] = nan;
+#pragma unroll
+      for (int e = 0; e < kSize; ++e) mine[e] = T(nan);
+    }
+    info_all[item] = info;
+  }
+  tiny_store(a_all, stage, block, kSize);
+}
+
 }  // namespace
 
 template <typename T, typename R>
@@ -204,6 +330,15 @@ cudaError_t syevj_small_batched(cudaStream_t stream, int64_t count, int64_t n, b
   using D = typename device_type<T>::type;
   if (count <= 0 || n <= 0) return cudaSuccess;
   if (n > kSyevjKernelMaxN || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (n <= limits::kSyevjTinyMaxN) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      syevj_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, lower, reinterpret_cast<D*>(a), w, info);
+      return cudaGetLastError();
+    });
+  }
   const int64_t m = n + (n & 1), pairs = m / 2, ld = kJacobiLd[pairs];
   const size_t smem = 3 * static_cast<size_t>(m * ld) * sizeof(D) +
                       static_cast<size_t>(m) * (sizeof(R) + sizeof(int));
