@@ -557,9 +557,10 @@ def test_the_svd_kernel_runs_without_the_guard(claim_extension):
     assert "jcm_gesvdj" in text and "is_finite" in text
 
 
-# (batch, m, n): square, tall and wide at the kernel's limit, odd and tiny sizes.
+# (batch, m, n): square, tall and wide at the kernel's limit, odd and tiny sizes; square up to
+# 4 x 4 is the tiny kernel's (a thread per matrix, 128 a block: 300 fill three blocks).
 KERNEL_SHAPES = [(300, 32, 32), (300, 32, 7), (300, 5, 32), (50, 31, 31), (50, 1, 1), (50, 2, 3),
-                 (50, 17, 16)]
+                 (50, 17, 16), (300, 2, 2), (300, 3, 3), (300, 4, 4)]
 
 
 def _kernel_inputs(rng, shape, dtype):

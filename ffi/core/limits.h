@@ -84,6 +84,9 @@ inline constexpr int64_t kSyevjTinyMaxN = 4;
 // Jacobi SVD (svd_kernels.h): the matrix, V and U in shared memory, a warp per pair of columns,
 // a lane per row; m and n both.
 inline constexpr int64_t kGesvdjKernelMaxN = 32;
+// Up to this n a square matrix's gesvdj_small_batched gets a thread (the matrix, V and U in
+// registers).
+inline constexpr int64_t kGesvdjTinyMaxN = 4;
 
 // The blocked and batched LDL^T solves: a block per kLdlSolveRhsPerBlock right-hand sides, in
 // the grid's y.

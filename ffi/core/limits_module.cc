@@ -107,6 +107,7 @@ nb::dict constants() {
   out["syevj_kernel_max_n"] = L::kSyevjKernelMaxN;
   out["syevj_tiny_max_n"] = L::kSyevjTinyMaxN;
   out["gesvdj_kernel_max_n"] = L::kGesvdjKernelMaxN;
+  out["gesvdj_tiny_max_n"] = L::kGesvdjTinyMaxN;
   out["ldl_solve_rhs_per_block"] = L::kLdlSolveRhsPerBlock;
   out["matmul_max_algorithm"] = L::kMatmulMaxAlgorithm;
   out["int_max"] = L::kIntMax;

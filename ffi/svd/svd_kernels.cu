@@ -205,6 +205,201 @@ __global__ void __launch_bounds__(kSvdThreads)
   if (tid == 0) info_all[blockIdx.x] = 0;
 }
 
+// Square n <= kGesvdjTinyMaxN: a thread per matrix, W = A, V and U in registers, through the
+// stage both ways (kernel_util.cuh tiny_load). gesvdj_small_kernel's method, tolerances,
+// ordering, completion of U and NaN conventions, with the pairs in cyclic-by-row order. An index
+// known only at run time (a column's rank) is matched against each constant instead, so that
+// nothing goes to local memory.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    gesvdj_tiny_kernel(int64_t count, const T* a_all, typename real_of<T>::type* s_all,
+                       T* u_all, T* v_all, int* info_all) {
+  using R = typename real_of<T>::type;
+  constexpr int kSize = N * N;
+  const bool vectors = u_all != nullptr;
+  T* stage = reinterpret_cast<T*>(dynamic_shared());
+  const TinyBlock block = tiny_block(count);
+  tiny_load(stage, a_all, block, kSize);
+  const int t = threadIdx.x;
+  const bool active = t < block.items;
+  T* mine = stage + t * tiny_stride(kSize);
+  T w[N][N], v[N][N];
+  R largest = 0;
+  bool finite = true;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      w[i][j] = active ? mine[i + j * N] : T(i == j);
+      v[i][j] = T(i == j ? 1 : 0);
+      const R size = abs1(w[i][j]);
+      finite = finite && isfinite(size);
+      largest = size > largest ? size : largest;
+    }
+  }
+  const int exponent = finite ? scale_exponent(largest) : 0;
+  const R scale = ldexp(R(1), -exponent);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i][j] = w[i][j] * scale;
+  }
+  const R eps = cuda::std::numeric_limits<R>::epsilon();
+  const R tol = 2 * sqrt(R(N)) * eps, tol2 = tol * tol;
+  const R negligible = negligible_of(R(0)), negligible2 = negligible * negligible;
+  const R keep_norm = sqrt(negligible / tol);
+  R sigma[N];
+  bool converged = false;
+  for (int sweep = 0; finite && sweep < kMaxSweeps && !converged; ++sweep) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      sigma[j] = 0;
+#pragma unroll
+      for (int i = 0; i < N; ++i) sigma[j] += abs2(w[i][j]);
+    }
+    bool rotated = false;
+#pragma unroll
+    for (int p = 0; p < N - 1; ++p) {
+#pragma unroll
+      for (int q = p + 1; q < N; ++q) {
+        T gamma = T(0);
+#pragma unroll
+        for (int i = 0; i < N; ++i) gamma += conj_of(w[i][p]) * w[i][q];
+        const R alpha = sigma[p], beta = sigma[q], g2 = abs2(gamma);
+        if (g2 > tol2 * alpha * beta && g2 >= negligible2) {
+          const Rotation<T, R> r = rotation_for(alpha, beta, gamma);
+          R alpha_new = 0, beta_new = 0;
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            const T x = w[i][p], y = w[i][q];
+            w[i][p] = r.c * x - r.se * y;
+            w[i][q] = r.s * x + r.ce * y;
+            alpha_new += abs2(w[i][p]);
+            beta_new += abs2(w[i][q]);
+            const T vx = v[i][p], vy = v[i][q];
+            v[i][p] = r.c * vx - r.se * vy;
+            v[i][q] = r.s * vx + r.ce * vy;
+          }
+          // As gesvdj_small_kernel: the norms carried along by the shift, summed again where
+          // half or more of one was lost to it.
+          const R alpha_shifted = alpha - r.shift, beta_shifted = beta + r.shift;
+          sigma[p] = alpha_shifted >= R(0.5) * alpha ? alpha_shifted : alpha_new;
+          sigma[q] = beta_shifted >= R(0.5) * beta ? beta_shifted : beta_new;
+          rotated = true;
+        }
+      }
+    }
+    converged = !rotated;
+  }
+  const int info = !finite ? 0 : converged ? 0 : N + 1;
+  const bool ok = finite && converged;
+  const R nan = cuda::std::numeric_limits<R>::quiet_NaN();
+  int rank[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    sigma[j] = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) sigma[j] += abs2(w[i][j]);
+    sigma[j] = sqrt(sigma[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {  // descending, ties in index order
+    rank[j] = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) rank[j] += sigma[i] > sigma[j] || (sigma[i] == sigma[j] && i < j);
+  }
+  if (active) {
+    const int64_t item = block.first + t;
+    R* s = s_all + item * N;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        if (r == rank[j]) s[r] = ok ? ldexp(sigma[j], exponent) : nan;
+      }
+    }
+    info_all[item] = info;
+  }
+  if (!vectors) return;  // the same on every thread of the launch
+  if (active) {  // V, its columns in rank order
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        if (r == rank[j]) {
+#pragma unroll
+          for (int i = 0; i < N; ++i) mine[i + r * N] = ok ? v[i][j] : T(nan);
+        }
+      }
+    }
+  }
+  tiny_store(v_all, stage, block, kSize);
+  // U: the normalized columns in rank order (the kept ones take ranks 0 .. kept - 1), then the
+  // completion: e_i for the row i of least weight in the basis so far, minus its projection
+  // onto the basis, twice.
+  T u[N][N];
+  int kept = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) kept += sigma[j] >= keep_norm;
+  // Gathered by selects: a store at u[.][rank[j]] would put u in local memory.
+  R inverse[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) inverse[j] = sigma[j] >= keep_norm ? R(1) / sigma[j] : R(0);
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      T x = T(0);
+#pragma unroll
+      for (int j = 0; j < N; ++j) x = rank[j] == r ? w[i][j] * inverse[j] : x;
+      u[i][r] = x;
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < N; ++c) {
+    // Column c of the completion, where c >= kept: each step is computed and kept or not, so
+    // that every index stays a constant.
+    R room_best = R(-1);
+    int row = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      R weight = 0;
+#pragma unroll
+      for (int j = 0; j < c; ++j) weight += abs2(u[i][j]);
+      if (R(1) - weight > room_best) room_best = R(1) - weight, row = i;
+    }
+    T x[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = T(i == row ? 1 : 0);
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll
+      for (int j = 0; j < c; ++j) {
+        T dot = T(0);
+#pragma unroll
+        for (int i = 0; i < N; ++i) dot += conj_of(u[i][j]) * x[i];
+#pragma unroll
+        for (int i = 0; i < N; ++i) x[i] -= u[i][j] * dot;
+      }
+    }
+    R norm2 = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) norm2 += abs2(x[i]);
+    const R norm = sqrt(norm2);
+#pragma unroll
+    for (int i = 0; i < N; ++i) u[i][c] = c < kept ? u[i][c] : x[i] / norm;
+  }
+  __syncthreads();  // V's store has read the stage before U takes it
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) mine[i + j * N] = ok ? u[i][j] : T(nan);
+    }
+  }
+  tiny_store(u_all, stage, block, kSize);
+}
+
 }  // namespace
 
 template <typename T, typename R>
@@ -215,6 +410,16 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
   if (m > kGesvdjKernelMaxN || n > kGesvdjKernelMaxN || count > INT32_MAX ||
       (u == nullptr) != (v == nullptr)) {
     return cudaErrorInvalidValue;
+  }
+  if (m == n && n <= limits::kGesvdjTinyMaxN) {  // econ is the full SVD for a square matrix
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      gesvdj_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                 tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, reinterpret_cast<const D*>(a), s, reinterpret_cast<D*>(u),
+          reinterpret_cast<D*>(v), info);
+      return cudaGetLastError();
+    });
   }
   const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
   const size_t smem = static_cast<size_t>(rows * cp + cp * cp + rows * rows) * sizeof(D) +
