@@ -105,6 +105,19 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// The tiny kernels' matrix as its lower triangle, l[i][j] for i >= j (hermitian_lower_entry);
+// the identity for a thread without a matrix.
+template <typename T, int N>
+__device__ inline void tiny_lower_triangle(const TinyThread<T>& me, bool lower, T (&l)[N][N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = j; i < N; ++i) {
+      l[i][j] = me.active ? hermitian_lower_entry<N>(me.mine, lower, i, j) : T(i == j);
+    }
+  }
+}
+
 // n <= kCholeskyTinyMaxN (potrf_small_batched): a thread per matrix, its triangle in registers
 // as a lower one (l[i][j] = A(i, j), i >= j), through the stage both ways (kernel_util.cuh
 // tiny_load); potrf_small_kernel's steps and its failure test.
@@ -113,20 +126,9 @@ __global__ void __launch_bounds__(kTinyThreads)
     potrf_tiny_kernel(int64_t count, bool lower, const T* a_all, T* out_all) {
   using R = typename real_of<T>::type;
   constexpr int kSize = N * N;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  tiny_load(stage, a_all, block, kSize);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  T* mine = stage + t * tiny_stride(kSize);
+  const TinyThread<T> me = tiny_begin(count, a_all, kSize);
   T l[N][N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-#pragma unroll
-    for (int i = j; i < N; ++i) {
-      l[i][j] = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
-    }
-  }
+  tiny_lower_triangle(me, lower, l);
   bool failed = false;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -143,7 +145,7 @@ __global__ void __launch_bounds__(kTinyThreads)
     for (int i = k + 1; i < N; ++i) l[i][k] = l[i][k] * inverse;
     l[k][k] = T(root);
   }
-  if (active) {
+  if (me.active) {
     const T nan = T(cuda::std::numeric_limits<R>::quiet_NaN());
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -151,11 +153,11 @@ __global__ void __launch_bounds__(kTinyThreads)
       for (int i = 0; i < N; ++i) {
         const T value = i >= j ? l[i][j] : conj_of(l[j][i]);  // lower: L(i, j); upper: U(i, j)
         const bool stored = lower ? i >= j : i <= j;
-        mine[i + j * N] = !stored ? T(0) : failed ? nan : value;
+        me.mine[i + j * N] = !stored ? T(0) : failed ? nan : value;
       }
     }
   }
-  tiny_store(out_all, stage, block, kSize);
+  tiny_store(out_all, me.stage, me.block, kSize);
 }
 
 // n <= kCholeskyTinyMaxN, nrhs <= kCholeskyTinyMaxRhs (potrs_small_batched): a thread per
@@ -165,26 +167,14 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kTinyThreads)
     potrs_tiny_kernel(int64_t count, int nrhs, bool lower, const T* c_all, const T* b_all,
                       T* x_all) {
-  constexpr int kSize = N * N;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  tiny_load(stage, c_all, block, kSize);
+  const TinyThread<T> me = tiny_begin(count, c_all, N * N);
   T l[N][N];
-  const T* mine = stage + t * tiny_stride(kSize);
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-#pragma unroll
-    for (int i = j; i < N; ++i) {
-      l[i][j] = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
-    }
-  }
+  tiny_lower_triangle(me, lower, l);
   __syncthreads();  // every thread holds its factor before B takes the stage
   const int size = N * nrhs;
-  tiny_load(stage, b_all, block, size);
-  T* column = stage + t * tiny_stride(size);
-  for (int c = 0; c < nrhs && active; ++c, column += N) {
+  const TinyThread<T> rhs = tiny_begin(count, b_all, size);
+  T* column = rhs.mine;
+  for (int c = 0; c < nrhs && me.active; ++c, column += N) {
     T y[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -202,7 +192,7 @@ __global__ void __launch_bounds__(kTinyThreads)
 #pragma unroll
     for (int i = 0; i < N; ++i) column[i] = y[i];
   }
-  tiny_store(x_all, stage, block, size);
+  tiny_store(x_all, rhs.stage, rhs.block, size);
 }
 
 }  // namespace

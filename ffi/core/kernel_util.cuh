@@ -260,6 +260,30 @@ __device__ void tiny_load(T* stage, const T* src, TinyBlock block, int size) {
   __syncthreads();
 }
 
+// A thread of a tiny kernel: its block's stage (its items loaded), its own item in the stage, and
+// whether it has one (the last block may hold fewer than kTinyThreads).
+template <typename T>
+struct TinyThread {
+  TinyBlock block;
+  T* stage;
+  T* mine;
+  bool active;
+  __device__ int64_t item() const { return block.first + threadIdx.x; }
+};
+
+// A tiny kernel's start: the block's items of `size` entries from src into the stage (tiny_load;
+// every thread of the block calls).
+template <typename T>
+__device__ TinyThread<T> tiny_begin(int64_t count, const T* src, int size) {
+  TinyThread<T> t;
+  t.block = tiny_block(count);
+  t.stage = reinterpret_cast<T*>(dynamic_shared());
+  tiny_load(t.stage, src, t.block, size);
+  t.active = static_cast<int>(threadIdx.x) < t.block.items;
+  t.mine = t.stage + threadIdx.x * tiny_stride(size);
+  return t;
+}
+
 // The reverse: the stage's items to dst, written coalesced, after a barrier (every thread has
 // put its item in the stage). Every thread of the block calls.
 template <typename T>
@@ -366,6 +390,13 @@ __device__ inline double conj_of(double x) { return x; }
 template <typename R>
 __device__ inline cuda::std::complex<R> conj_of(cuda::std::complex<R> x) {
   return cuda::std::conj(x);
+}
+
+// Entry (i, j), i >= j, of the Hermitian matrix whose `lower` (else upper) triangle the
+// column-major N x N item holds: the other triangle is never read.
+template <int N, typename T>
+__device__ inline T hermitian_lower_entry(const T* item, bool lower, int i, int j) {
+  return lower ? item[i + j * N] : conj_of(item[j + i * N]);
 }
 
 // |x|^2, re(x), im(x) for real and complex x.

@@ -207,12 +207,7 @@ __global__ void __launch_bounds__(kTinyThreads)
                       int* info_all) {
   using R = typename real_of<T>::type;
   constexpr int kSize = N * N;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  tiny_load(stage, a_all, block, kSize);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  T* mine = stage + t * tiny_stride(kSize);
+  const TinyThread<T> me = tiny_begin(count, a_all, kSize);
   T a[N][N], v[N][N];
   R largest = 0;
   bool finite = true;
@@ -220,7 +215,7 @@ __global__ void __launch_bounds__(kTinyThreads)
   for (int j = 0; j < N; ++j) {
 #pragma unroll
     for (int i = j; i < N; ++i) {  // the stored triangle, read as the lower one
-      T x = !active ? T(i == j) : lower ? mine[i + j * N] : conj_of(mine[j + i * N]);
+      T x = me.active ? hermitian_lower_entry<N>(me.mine, lower, i, j) : T(i == j);
       if (i == j) x = T(real_part(x));
       const R size = abs1(x);
       finite = finite && isfinite(size);
@@ -288,9 +283,8 @@ __global__ void __launch_bounds__(kTinyThreads)
     }
   }
   const int info = !finite ? 0 : converged ? 0 : N + 1;
-  if (active) {
-    const int64_t item = block.first + t;
-    R* w = w_all + item * N;
+  if (me.active) {
+    R* w = w_all + me.item() * N;
     if (finite && converged) {
       // Eigenvalues ascending (ties in index order); the eigenvectors' columns go with them.
       R eig[N];
@@ -306,7 +300,7 @@ __global__ void __launch_bounds__(kTinyThreads)
         for (int r = 0; r < N; ++r) {  // column j to column rank, every index a constant
           if (r == rank) {
 #pragma unroll
-            for (int i = 0; i < N; ++i) mine[i + r * N] = v[i][j];
+            for (int i = 0; i < N; ++i) me.mine[i + r * N] = v[i][j];
           }
         }
       }
@@ -315,11 +309,11 @@ __global__ void __launch_bounds__(kTinyThreads)
 #pragma unroll
       for (int i = 0; i < N; ++i) w[i] = nan;
 #pragma unroll
-      for (int e = 0; e < kSize; ++e) mine[e] = T(nan);
+      for (int e = 0; e < kSize; ++e) me.mine[e] = T(nan);
     }
-    info_all[item] = info;
+    info_all[me.item()] = info;
   }
-  tiny_store(a_all, stage, block, kSize);
+  tiny_store(a_all, me.stage, me.block, kSize);
 }
 
 }  // namespace

@@ -256,19 +256,14 @@ __global__ void __launch_bounds__(kTinyThreads)
                       int* permutation_all) {
   using R = typename real_of<T>::type;
   constexpr int kSize = N * N;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  tiny_load(stage, a_all, block, kSize);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  T* mine = stage + t * tiny_stride(kSize);
+  const TinyThread<T> me = tiny_begin(count, a_all, kSize);
   T a[N][N];
   bool finite = true;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      a[i][j] = active ? mine[i + j * N] : T(0);
+      a[i][j] = me.active ? me.mine[i + j * N] : T(0);
       finite = finite && isfinite(real_part(a[i][j])) && isfinite(imag_part(a[i][j]));
     }
   }
@@ -311,20 +306,19 @@ __global__ void __launch_bounds__(kTinyThreads)
       for (int i = 0; i < N; ++i) a[i][j] = nan;
     }
   }
-  if (active) {
+  if (me.active) {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
 #pragma unroll
-      for (int i = 0; i < N; ++i) mine[i + j * N] = a[i][j];
+      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
     }
-    const int64_t item = block.first + t;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      pivots_all[item * N + k] = pivots[k];
-      permutation_all[item * N + k] = permutation[k];
+      pivots_all[me.item() * N + k] = pivots[k];
+      permutation_all[me.item() * N + k] = permutation[k];
     }
   }
-  tiny_store(lu_all, stage, block, kSize);
+  tiny_store(lu_all, me.stage, me.block, kSize);
 }
 
 // n <= kLuTinyMaxN, nrhs <= kLuTinyMaxRhs (getrs_small_batched): a thread per system, L U and
@@ -334,28 +328,22 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kTinyThreads)
     getrs_tiny_kernel(int64_t count, int nrhs, int trans, const T* lu_all, const int* pivots_all,
                       const T* b_all, T* x_all) {
-  constexpr int kSize = N * N;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  tiny_load(stage, lu_all, block, kSize);
+  const TinyThread<T> me = tiny_begin(count, lu_all, N * N);
   T f[N][N];
-  const T* mine = stage + t * tiny_stride(kSize);
 #pragma unroll
   for (int j = 0; j < N; ++j) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) f[i][j] = active ? mine[i + j * N] : T(1);
+    for (int i = 0; i < N; ++i) f[i][j] = me.active ? me.mine[i + j * N] : T(1);
   }
   int pivots[N];
 #pragma unroll
-  for (int k = 0; k < N; ++k) pivots[k] = active ? pivots_all[(block.first + t) * N + k] : k;
+  for (int k = 0; k < N; ++k) pivots[k] = me.active ? pivots_all[me.item() * N + k] : k;
   __syncthreads();  // every thread holds its factor before B takes the stage
   const int size = N * nrhs;
-  tiny_load(stage, b_all, block, size);
-  T* column = stage + t * tiny_stride(size);
+  const TinyThread<T> rhs = tiny_begin(count, b_all, size);
+  T* column = rhs.mine;
   auto op = [&](T v) { return trans == 2 ? conj_of(v) : v; };
-  for (int c = 0; c < nrhs && active; ++c, column += N) {
+  for (int c = 0; c < nrhs && me.active; ++c, column += N) {
     T y[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) y[i] = column[i];
@@ -391,7 +379,7 @@ __global__ void __launch_bounds__(kTinyThreads)
 #pragma unroll
     for (int i = 0; i < N; ++i) column[i] = y[i];
   }
-  tiny_store(x_all, stage, block, size);
+  tiny_store(x_all, rhs.stage, rhs.block, size);
 }
 
 // One thread per (column outside the panel, matrix): the panel's interchanges in order. The

@@ -217,12 +217,7 @@ __global__ void __launch_bounds__(kTinyThreads)
   using R = typename real_of<T>::type;
   constexpr int kSize = N * N;
   const bool vectors = u_all != nullptr;
-  T* stage = reinterpret_cast<T*>(dynamic_shared());
-  const TinyBlock block = tiny_block(count);
-  tiny_load(stage, a_all, block, kSize);
-  const int t = threadIdx.x;
-  const bool active = t < block.items;
-  T* mine = stage + t * tiny_stride(kSize);
+  const TinyThread<T> me = tiny_begin(count, a_all, kSize);
   T w[N][N], v[N][N];
   R largest = 0;
   bool finite = true;
@@ -230,7 +225,7 @@ __global__ void __launch_bounds__(kTinyThreads)
   for (int j = 0; j < N; ++j) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      w[i][j] = active ? mine[i + j * N] : T(i == j);
+      w[i][j] = me.active ? me.mine[i + j * N] : T(i == j);
       v[i][j] = T(i == j ? 1 : 0);
       const R size = abs1(w[i][j]);
       finite = finite && isfinite(size);
@@ -308,9 +303,8 @@ __global__ void __launch_bounds__(kTinyThreads)
 #pragma unroll
     for (int i = 0; i < N; ++i) rank[j] += sigma[i] > sigma[j] || (sigma[i] == sigma[j] && i < j);
   }
-  if (active) {
-    const int64_t item = block.first + t;
-    R* s = s_all + item * N;
+  if (me.active) {
+    R* s = s_all + me.item() * N;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
 #pragma unroll
@@ -318,22 +312,22 @@ __global__ void __launch_bounds__(kTinyThreads)
         if (r == rank[j]) s[r] = ok ? ldexp(sigma[j], exponent) : nan;
       }
     }
-    info_all[item] = info;
+    info_all[me.item()] = info;
   }
   if (!vectors) return;  // the same on every thread of the launch
-  if (active) {  // V, its columns in rank order
+  if (me.active) {  // V, its columns in rank order
 #pragma unroll
     for (int j = 0; j < N; ++j) {
 #pragma unroll
       for (int r = 0; r < N; ++r) {
         if (r == rank[j]) {
 #pragma unroll
-          for (int i = 0; i < N; ++i) mine[i + r * N] = ok ? v[i][j] : T(nan);
+          for (int i = 0; i < N; ++i) me.mine[i + r * N] = ok ? v[i][j] : T(nan);
         }
       }
     }
   }
-  tiny_store(v_all, stage, block, kSize);
+  tiny_store(v_all, me.stage, me.block, kSize);
   // U: the normalized columns in rank order (the kept ones take ranks 0 .. kept - 1), then the
   // completion: e_i for the row i of least weight in the basis so far, minus its projection
   // onto the basis, twice.
@@ -390,14 +384,14 @@ __global__ void __launch_bounds__(kTinyThreads)
     for (int i = 0; i < N; ++i) u[i][c] = c < kept ? u[i][c] : x[i] / norm;
   }
   __syncthreads();  // V's store has read the stage before U takes it
-  if (active) {
+  if (me.active) {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
 #pragma unroll
-      for (int i = 0; i < N; ++i) mine[i + j * N] = ok ? u[i][j] : T(nan);
+      for (int i = 0; i < N; ++i) me.mine[i + j * N] = ok ? u[i][j] : T(nan);
     }
   }
-  tiny_store(u_all, stage, block, kSize);
+  tiny_store(u_all, me.stage, me.block, kSize);
 }
 
 }  // namespace
