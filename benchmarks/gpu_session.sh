@@ -203,9 +203,10 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   # -P: leave this folder off sys.path, so the tests import the installed package. Several test
   # processes share the GPU: none claims most of its memory up front. Every failure's traceback
   # goes to failures.log as it happens (tests/conftest.py), so a run cut short by the timeout
-  # still says what failed.
+  # still says what failed. -rs: pytest.log lists each skipped test with its reason (a GPU test
+  # skipped for want of a second GPU says so).
   XLA_PYTHON_CLIENT_PREALLOCATE=false JCM_FAILURES_LOG="$OUT/failures.log" \
-    timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -m "not slow" -q -rfE \
+    timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -m "not slow" -q -rfEs \
     -p no:cacheprovider "${workers[@]}" "${extra[@]}" > "$OUT/pytest.log" 2>&1
   tests_rc=$?
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | sort -u | head -30
