@@ -200,7 +200,7 @@ inline SmallLaunch small_launch(int64_t count, int n, size_t fill_smem = 0) {
   return launch;
 }
 
-// The tiny kernels (n <= 4: lu_kernels.cu, cholesky_kernels.cu): one thread per matrix, the
+// The tiny kernels (n <= 4: LU, Cholesky, eigh and SVD's _kernels.cu): one thread per matrix, the
 // matrix in registers, kTinyThreads matrices a block. A block's matrices are contiguous in global
 // memory and go through shared memory both ways, so that a warp's global accesses are
 // coalesced: a thread reading its own n * n entries would make a warp touch n * n times as many
