@@ -233,9 +233,8 @@ cudaError_t potrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (n <= limits::kCholeskyTinyMaxN && nrhs <= limits::kCholeskyTinyMaxRhs) {
     return with_tiny_n(n, [&](auto order) {
       constexpr int N = decltype(order)::value;
-      const int size = static_cast<int>(N * (nrhs > N ? nrhs : N));
       potrs_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
-                                tiny_stage_bytes(size, sizeof(D)), stream>>>(
+                                tiny_solve_stage_bytes(N, nrhs, sizeof(D)), stream>>>(
           count, static_cast<int>(nrhs), lower, reinterpret_cast<const D*>(c),
           reinterpret_cast<const D*>(b), reinterpret_cast<D*>(x));
       return cudaGetLastError();

@@ -216,6 +216,11 @@ inline size_t tiny_stage_bytes(int size, size_t elem_bytes) {
   return static_cast<size_t>(kTinyThreads) * tiny_stride(size) * elem_bytes;
 }
 
+// A tiny solve's stage: the factor (n x n) and then the right-hand sides (n x nrhs) take it.
+inline size_t tiny_solve_stage_bytes(int64_t n, int64_t nrhs, size_t elem_bytes) {
+  return tiny_stage_bytes(static_cast<int>(n * std::max(n, nrhs)), elem_bytes);
+}
+
 // The blocks of a tiny launch over `count` items.
 inline unsigned tiny_blocks(int64_t count) {
   return static_cast<unsigned>((count + kTinyThreads - 1) / kTinyThreads);

@@ -476,9 +476,8 @@ cudaError_t getrs_small_batched(cudaStream_t stream, int64_t count, int64_t n, i
   if (n <= limits::kLuTinyMaxN && nrhs <= limits::kLuTinyMaxRhs) {
     return with_tiny_n(n, [&](auto order) {
       constexpr int N = decltype(order)::value;
-      const int size = static_cast<int>(std::max<int64_t>(N * N, N * nrhs));
       getrs_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
-                                tiny_stage_bytes(size, sizeof(D)), stream>>>(
+                                tiny_solve_stage_bytes(N, nrhs, sizeof(D)), stream>>>(
           count, static_cast<int>(nrhs), trans, reinterpret_cast<const D*>(lu), pivots,
           reinterpret_cast<const D*>(b), reinterpret_cast<D*>(x));
       return cudaGetLastError();

@@ -29,9 +29,9 @@ cudaError_t laswp_outside_panel_batched(cudaStream_t stream, int64_t count, int6
 
 // For `count` column-major n x n matrices (a, stride n * n; n <= kGetrfSmallMaxN): LU with
 // partial pivoting (LAPACK ?getrf's pivots, ties and arithmetic), one thread block per matrix in
-// shared memory (one thread per matrix, in registers, for n <= kLuTinyMaxN), one launch in all. Writes lu (P A = L U, unit-lower L below the diagonal), the
-// 0-based pivots (row k swapped with pivots[k]) and the permutation (A[permutation] = L U), as
-// jax.lax.linalg.lu returns them. A matrix holding NaN or Inf gives NaN in lu and the identity
+// shared memory (one thread per matrix, in registers, for n <= kLuTinyMaxN), one launch in all.
+// Writes lu (P A = L U, unit-lower L below the diagonal), the 0-based pivots (row k swapped with
+// pivots[k]) and the permutation (A[permutation] = L U), as jax.lax.linalg.lu returns them. A matrix holding NaN or Inf gives NaN in lu and the identity
 // pivots, and touches no other matrix. lu must not alias a.
 template <typename T>
 cudaError_t getrf_small_batched(cudaStream_t stream, int64_t count, int64_t n, const T* a, T* lu,
