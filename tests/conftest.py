@@ -35,9 +35,9 @@ MATRIX_KINDS = ("general", "well_conditioned", "singular", "ill_conditioned", "s
 # Sizes for the one-launch small-matrix kernels (n <= 64): both edges of a warp's rows (a lane
 # holds rows l and l + 32), odd sizes, and the largest.
 SMALL_KERNEL_N = [1, 2, 3, 4, 7, 8, 16, 31, 32, 33, 48, 63, 64]
-# The tiny kernels' orders (a thread per matrix, in registers: limits lu_tiny_max_n and
-# cholesky_tiny_max_n, checked in test_strategy), and a batch over two blocks of 128 and part of
-# a third.
+# The tiny kernels' orders (a thread per matrix, in registers: the limits *_tiny_max_n of LU,
+# Cholesky, syevj and gesvdj, checked in test_strategy), and a batch over two blocks of 128 and
+# part of a third.
 TINY_KERNEL_N = [1, 2, 3, 4]
 TINY_KERNEL_BATCH = 300
 
