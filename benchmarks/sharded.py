@@ -11,8 +11,8 @@ device's share of the batch, B/N, alone on one device, over the sharded call: 1 
 costs nothing), the collectives in the compiled sharded program (all-gather, all-to-all,
 all-reduce, collective-permute, reduce-scatter: none is needed for a batch), and the memory one
 device holds for the call (XLA's memory analysis: arguments, outputs and temporaries). Writes
-sharded.json (a report of this one part: `python -m benchmarks.report --render REPORT.json sharded.json` merges it into the
-GPU's report) and sharded.md under --out, and prints the table.
+sharded.json (a report of this one part: `python -m benchmarks.report --render REPORT.json
+sharded.json` merges it into the GPU's report) and sharded.md under --out, and prints the table.
 """
 from __future__ import annotations
 
