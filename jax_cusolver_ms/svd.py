@@ -380,6 +380,18 @@ def norm(x, ord=None, axis=None, keepdims=False, *, strategy=None, lanes=None):
     return jnp.expand_dims(y, axes) if keepdims else y
 
 
+def _matrix_norm(x, p):
+    """jnp.linalg.norm(x, p) of the matrices x, with the sums that max / min pick from held in
+    one buffer. Why: their JVP marks the entries equal to the max; under jit, XLA may compute
+    the sums again in another fusion, with another rounding, so that no entry or a different
+    one matches, and cond(x, 1)'s gradient lost the norm's term or came out inf (JAX's own,
+    float32 4 x 4 on the H200)."""
+    if isinstance(p, str) or p not in (1, -1, np.inf, -np.inf):  # no max / min, or an error
+        return jnp.linalg.norm(x, ord=p, axis=(-2, -1))
+    sums = lax.optimization_barrier(jnp.sum(jnp.abs(x), axis=-2 if abs(p) == 1 else -1))
+    return jnp.max(sums, axis=-1) if p > 0 else jnp.min(sums, axis=-1)
+
+
 def cond(x, p=None, *, strategy=None, lanes=None):
     """Like jax.numpy.linalg.cond: norm(x, p) * norm(inv(x), p). p = None or 2: s_max / s_min
     from the SVD; -2: s_min / s_max; other p (square x only): jnp's norms of x and of this
@@ -401,6 +413,5 @@ def cond(x, p=None, *, strategy=None, lanes=None):
     else:
         if x.shape[-2] != x.shape[-1]:
             raise ValueError(f"cond: for p={p!r}, x must be square; got shape {x.shape}")
-        r = (jnp.linalg.norm(x, ord=p, axis=(-2, -1))
-             * jnp.linalg.norm(inv(x, **params), ord=p, axis=(-2, -1)))
+        r = _matrix_norm(x, p) * _matrix_norm(inv(x, **params), p)
     return jnp.where(jnp.isnan(r) & ~jnp.isnan(x).any(axis=(-2, -1)), np.inf, r)

@@ -437,37 +437,35 @@ def read_tuned(path, key: Mapping) -> Table | None:
 
 
 def read_shipped(gpu: str, folder=None, arch: Mapping | None = None) -> Table | None:
-    """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind); where
-    none is and `arch` is given ({"compute_capability": "9.0", "sm_count": 132}), the table of
+    """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind), laid
+    over, where `arch` is given ({"compute_capability": "9.0", "sm_count": 132}), the table of
     another model of the same processor (equal compute capability and multiprocessor count, as
-    the file's "arch" records them), which stands in for it: an H200 is an H100's processor with
-    faster memory, so the two rank the strategies alike as a rule; `auto`'s margin and its
-    hand-off to JAX off the measured space hold there too."""
-    docs = []
+    the file's "arch" records them), which stands in for it where the model's own has no point:
+    an H200 is an H100's processor with faster memory, so the two rank the strategies alike as
+    a rule; `auto`'s margin and its hand-off to JAX off the measured space hold there too. The
+    model's own points win, as a tuned table's over a shipped one (overlay())."""
+    own, stand_in = None, None
     for path in sorted(Path(folder or SHIPPED_DIR).glob("*.json")):
         try:
             doc = json.loads(path.read_text())
+            theirs = doc.get("arch") if isinstance(doc, dict) else None
             if doc.get("gpu") == gpu:
-                return Table.from_json(doc, f"shipped table {gpu} ({path.name})")
-            docs.append((path, doc))
+                own = Table.from_json(doc, f"shipped table {gpu} ({path.name})")
+            elif stand_in is None and arch and isinstance(theirs, dict) and all(
+                    arch.get(k) is not None and str(theirs.get(k)) == str(arch[k])
+                    for k in ("compute_capability", "sm_count")):
+                stand_in = Table.from_json(
+                    doc, f"shipped table {doc['gpu']} ({path.name}) standing in for {gpu}: the "
+                         f"same processor (compute capability {arch['compute_capability']}, "
+                         f"{arch['sm_count']} multiprocessors)")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
                           RuntimeWarning, stacklevel=2)
-    if not arch or None in (arch.get("compute_capability"), arch.get("sm_count")):
-        return None
-    for path, doc in docs:
-        theirs = doc.get("arch") if isinstance(doc, dict) else None
-        if isinstance(theirs, dict) and all(
-                str(theirs.get(k)) == str(arch[k]) for k in ("compute_capability", "sm_count")):
-            try:
-                return Table.from_json(doc, f"shipped table {doc['gpu']} ({path.name}) standing "
-                                            f"in for {gpu}: the same processor (compute "
-                                            f"capability {arch['compute_capability']}, "
-                                            f"{arch['sm_count']} multiprocessors)")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
-                              RuntimeWarning, stacklevel=2)
-    return None
+    if own is None or stand_in is None:
+        return own or stand_in
+    merged = stand_in.merged(own)
+    return Table(merged.gpu, f"{own.source} over {stand_in.source}", merged.entries, own.key,
+                 own.arch or stand_in.arch)
 
 
 # --- the tables in force ----------------------------------------------------------------------

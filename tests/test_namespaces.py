@@ -567,6 +567,14 @@ def _grad_shapes(case):
     return [next(s for s in case.shapes if 0 not in s)] if case.grad else []
 
 
+def _agree(ours, theirs, dtype, shape):
+    try:
+        assert_same_outcome(ours, theirs, dtype, shape, cond=100.0)
+    except AssertionError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("case,shape,dtype", _rotated(CASES, _grad_shapes))
 def test_grad_is_jax_s(case, shape, dtype, rng, package_calls):
     """JAX's gradient where JAX has one; where it raises, the exception JAX's raises."""
@@ -577,13 +585,15 @@ def test_grad_is_jax_s(case, shape, dtype, rng, package_calls):
     with jax.numpy_rank_promotion(case.rank_promotion):
         ours = _outcome(lambda: gradient(mirror))
         theirs = _outcome(lambda: gradient(jax_module))
-        if _finite(operands) and _finite(ours[0]) and theirs[0] is not None \
-                and not _finite(theirs[0]):
-            # JAX's jitted gradient of cond(x, 1) has come out +-inf in one column on a GPU for
-            # a well-conditioned float32 matrix, where ours was finite and equal in the others.
-            # Op by op, JAX's gradient is the reference then.
+        if theirs[1] is None and not _agree(ours, theirs, dtype, shape):
+            # JAX's jitted gradient of cond(x, 1) has come out inf in one column, or without the
+            # norm's term, on a GPU (its max's JVP matches entries of sums XLA may recompute;
+            # svd._matrix_norm). Where JAX's differs from its own op-by-op gradient, the latter
+            # is the reference.
             with jax.disable_jit():
-                theirs = (_outcome(lambda: gradient(jax_module))[0],) + theirs[1:]
+                eager = _outcome(lambda: gradient(jax_module))
+            if not _agree(eager, theirs, dtype, shape):
+                theirs = eager
     assert package_calls, "the package served no part of the call"
     assert_same_outcome(ours, theirs, dtype, shape, cond=100.0)
 

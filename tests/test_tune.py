@@ -398,15 +398,39 @@ def test_explain_for_another_gpu_model_reads_its_shipped_table():
     ({"compute_capability": "9.0", "sm_count": 114}, False),  # an H100 PCIe: fewer SMs
     ({"compute_capability": "8.0", "sm_count": 132}, False),
     ({}, False)])
-def test_a_shipped_table_stands_in_only_for_the_same_processor(arch, stands_in):
-    table = tables.read_shipped("NVIDIA H200", arch=arch)
+def test_a_shipped_table_stands_in_only_for_the_same_processor(arch, stands_in, tmp_path):
+    (tmp_path / "h100.json").write_text((Path(tables.SHIPPED_DIR) / "h100.json").read_text())
+    table = tables.read_shipped("NVIDIA H200", tmp_path, arch=arch)
     assert (table is not None) == stands_in
     if stands_in:
         assert table.gpu == H100 and table.source.startswith(f"shipped table {H100}")
         assert "standing in for NVIDIA H200" in table.source
-        assert table.entries == tables.read_shipped(H100).entries
+        assert table.entries == tables.read_shipped(H100, tmp_path).entries
     # The model's own table always comes first, whatever the processor says.
-    assert tables.read_shipped(H100, arch=arch).source == f"shipped table {H100} (h100.json)"
+    assert tables.read_shipped(H100, tmp_path, arch=arch).source == \
+        f"shipped table {H100} (h100.json)"
+
+
+def test_a_models_own_partial_table_is_laid_over_the_stand_in(tmp_path):
+    arch = {"compute_capability": "9.0", "sm_count": 132}
+    common, stand_in_only, own_only = (1, 64), (16, 256), (100000, 4)
+    stand_in = make_table([(*common, {"xla": 1.0, "batched:1": 2.0}),
+                           (*stand_in_only, {"xla": 3.0, "looped:4": 1.0})])
+    own = make_table([(*common, {"xla": 1.0, "batched:1": 0.5}),
+                      (*own_only, {"xla": 2.0, "batched:1": 0.1})])
+    for name, gpu, table in (("a.json", H100, stand_in), ("b.json", "NVIDIA H200", own)):
+        doc = {**table.to_json(), "gpu": gpu, "arch": arch}
+        (tmp_path / name).write_text(json.dumps(doc))
+    merged = tables.read_shipped("NVIDIA H200", tmp_path, arch=arch)
+    assert merged.gpu == "NVIDIA H200" and merged.source.startswith("shipped table NVIDIA H200")
+    assert "standing in for NVIDIA H200" in merged.source
+    times = {(p.batch, p.n): p.times_ms for p in merged.entries[("getrf", "float32")]}
+    assert times == {common: {"xla": 1.0, "batched:1": 0.5},
+                     stand_in_only: {"xla": 3.0, "looped:4": 1.0},
+                     own_only: {"xla": 2.0, "batched:1": 0.1}}
+    # Without the processor the stand-in is not known: the model's own points alone.
+    alone = tables.read_shipped("NVIDIA H200", tmp_path)
+    assert {(p.batch, p.n) for p in alone.entries[("getrf", "float32")]} == {common, own_only}
 
 
 def test_this_machine_loads_a_stand_in_table_for_the_same_processor(monkeypatch):

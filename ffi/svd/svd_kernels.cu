@@ -295,7 +295,9 @@ __global__ void __launch_bounds__(kTinyThreads)
     sigma[j] = 0;
 #pragma unroll
     for (int i = 0; i < N; ++i) sigma[j] += abs2(w[i][j]);
-    sigma[j] = sqrt(sigma[j]);
+    // Zero where the matrix failed: a NaN norm compares false with every other, so its rank
+    // would not be unique and some rank's S and V entries would never be written.
+    sigma[j] = ok ? sqrt(sigma[j]) : R(0);
   }
 #pragma unroll
   for (int j = 0; j < N; ++j) {  // descending, ties in index order
