@@ -634,7 +634,9 @@ def tiny_markdown(cells: list[dict], gpu: str) -> str:
     """Square cells of n <= TINY_MAX_N: per op, dtype and n the time of each batch for JAX,
     PyTorch and `auto`, and at the largest batch the bytes a call must move (its inputs and
     outputs) over `auto`'s time, against the GPU's peak bandwidth. "" without such cells."""
-    tiny = [c for c in cells if c["n"] <= TINY_MAX_N and c.get("status", "ok") == "ok"]
+    # (A cell whose PyTorch call failed, e.g. out of memory at 10^6 matrices, still counts.)
+    tiny = [c for c in cells if c["n"] <= TINY_MAX_N and _median(c, "jcm:auto")
+            and _median(c, "jax")]
     if not tiny:
         return ""
     peak = peak_bandwidth(gpu)
@@ -1042,6 +1044,9 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
         if doc.get("sharded"):
             lines += [f"### A sharded batch: one device against {doc['sharded']['devices']}",
                       "", sharded_markdown(doc["sharded"])]
+        tiny = tiny_markdown(square["cells"], doc["gpu"]) if square else ""
+        if tiny:
+            lines += ["### Tiny matrices", "", tiny]
         if rnd:
             lines += ["### Random shapes", "", random_summary_line(rnd), ""]
             lines += [f"- {b['shape']}: {b['speedup']:.2f}x (auto: {b['auto_picks']})"

@@ -56,10 +56,12 @@ XLA_MARGIN_TINY = 0.35
 # ... except where the alternative is this project's one-launch kernel that writes NaN for a
 # non-finite matrix itself and so needs no guard (the batched path of the routines whose
 # small-matrix kernel does, up to its n: ffi/core/limits.h small_writes_nan; syevj, gesvdj,
-# getrf). There `auto`'s "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us)
-# that the "xla" time (JAX's own function) leaves out, as large as XLA_MARGIN at these sizes:
-# only MARGIN applies then. H100 float32 eigh 64x32: the kernel 0.128 ms, JAX 0.136, and JAX
-# inside the guard 0.92x of JAX in the grid (0.89x at 256x16 before the kernel won there).
+# getrf). There `auto`'s "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us,
+# a pass over the input) that the "xla" time (JAX's own function) leaves out: the kernel is
+# taken unless it is slower than JAX's own by more than MARGIN. H100 float32 eigh 64x32: the
+# kernel 0.128 ms, JAX 0.136, and JAX inside the guard 0.92x of JAX in the grid; H200 float64
+# getrf 10^6 x 4 x 4 (docs/benchmarks.md, tiny matrices): the kernel 0.308 ms, JAX 0.308, JAX
+# inside the guard 0.409.
 def unguarded_max_n(routine: str) -> int:
     """Up to this n the batched path of `routine` is a kernel that needs no guard (0: none)."""
     from . import _ffi
@@ -202,9 +204,9 @@ def bracket(points, coords: Mapping, axes=AXES):
 
 def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
     """How many times faster than JAX's own (xla_ms) a candidate must measure at a point for
-    a win there: 1 + the margin."""
+    a win there: 1 + the margin (for an unguarded kernel, no slower than JAX's by the margin)."""
     if n <= unguarded_max_n(routine) and parse_candidate(candidate)[0] == "batched":
-        return 1 + MARGIN
+        return 1 / (1 + MARGIN)
     return 1 + (XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN)
 
 
@@ -438,29 +440,40 @@ def read_tuned(path, key: Mapping) -> Table | None:
 
 def read_shipped(gpu: str, folder=None, arch: Mapping | None = None) -> Table | None:
     """The table shipped for the GPU model `gpu` (a file whose "gpu" is that device_kind), laid
-    over, where `arch` is given ({"compute_capability": "9.0", "sm_count": 132}), the table of
-    another model of the same processor (equal compute capability and multiprocessor count, as
-    the file's "arch" records them), which stands in for it where the model's own has no point:
-    an H200 is an H100's processor with faster memory, so the two rank the strategies alike as
-    a rule; `auto`'s margin and its hand-off to JAX off the measured space hold there too. The
-    model's own points win, as a tuned table's over a shipped one (overlay())."""
-    own, stand_in = None, None
+    over the table of another model of the same processor (equal compute capability and
+    multiprocessor count: `arch`, {"compute_capability": "9.0", "sm_count": 132}, or else the
+    model's own file's "arch"), which stands in for it where the model's own has no point, or
+    altogether where it has none: an H200 is an H100's processor with faster memory, so the two
+    rank the strategies alike as a rule; `auto`'s margin and its hand-off to JAX off the
+    measured space hold there too. The model's own points win, as a tuned table's over a
+    shipped one (overlay())."""
+    own, others = None, []
     for path in sorted(Path(folder or SHIPPED_DIR).glob("*.json")):
         try:
             doc = json.loads(path.read_text())
-            theirs = doc.get("arch") if isinstance(doc, dict) else None
             if doc.get("gpu") == gpu:
                 own = Table.from_json(doc, f"shipped table {gpu} ({path.name})")
-            elif stand_in is None and arch and isinstance(theirs, dict) and all(
-                    arch.get(k) is not None and str(theirs.get(k)) == str(arch[k])
-                    for k in ("compute_capability", "sm_count")):
+            else:
+                others.append((path, doc))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
+                          RuntimeWarning, stacklevel=2)
+    arch = arch or (own.arch if own is not None else None)
+    stand_in = None
+    for path, doc in others if arch else ():
+        theirs = doc.get("arch") if isinstance(doc, dict) else None
+        if isinstance(theirs, dict) and all(
+                arch.get(k) is not None and str(theirs.get(k)) == str(arch[k])
+                for k in ("compute_capability", "sm_count")):
+            try:
                 stand_in = Table.from_json(
                     doc, f"shipped table {doc['gpu']} ({path.name}) standing in for {gpu}: the "
                          f"same processor (compute capability {arch['compute_capability']}, "
                          f"{arch['sm_count']} multiprocessors)")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
-                          RuntimeWarning, stacklevel=2)
+                break
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                warnings.warn(f"jax_cusolver_ms: skipping the shipped table {path}: {exc}",
+                              RuntimeWarning, stacklevel=2)
     if own is None or stand_in is None:
         return own or stand_in
     merged = stand_in.merged(own)
