@@ -23,6 +23,7 @@ from ._common import (as_arrays, as_matrix, batch_size, batched_eye, info_result
                       nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .lu import inv
+from .qr import qr as _qr
 
 _SvdAlgorithm = lax.linalg.SvdAlgorithm
 
@@ -104,11 +105,35 @@ def _svd_cuda(a, *, full_matrices, compute_uv, algorithm, strategy, lanes):
         return _svd_jax(a, **params)
     routine = _strategy.svd_routine(algorithm, m, n)
     choice = _strategy.choose(routine, batch_size(a, 2), (m, n), a.dtype, strategy, lanes)
+    if choice.strategy == "blocked":
+        return nan_for_nonfinite_input(_svd_qr_first)(a, full_matrices, compute_uv, algorithm)
     if choice.runs_small_kernel:
         # The Jacobi kernel (ffi/svd/svd_kernels.cu) writes NaN itself for a matrix holding NaN /
         # Inf or not converged, and touches no other: neither guard nor mask, one launch in all.
         return _gesvdj(a, full_matrices, compute_uv, choice)[0]
     return nan_for_nonfinite_input(_svd_guarded)(a, choice, **params)
+
+
+def _svd_qr_first(a, full_matrices, compute_uv, algorithm):
+    """The SVD of a tall (or, through A^H, wide) matrix from its Householder QR: A = Q R, then
+    R = U_R S V^H (k x k, k = min(m, n)), so U = Q U_R, where the full U is Q (complete) times
+    diag(U_R, I). Each step under `auto`."""
+    m, n = a.shape[-2:]
+    wide = m < n
+    if wide:
+        a = mh(a)
+    complete = compute_uv and full_matrices
+    q, r = _qr(a, mode="complete" if complete else "reduced", strategy="auto")
+    k = min(m, n)
+    out = svd_p.bind(r[..., :k, :], full_matrices=False, compute_uv=compute_uv,
+                     algorithm=algorithm, strategy="auto", lanes=None)
+    if not compute_uv:
+        return out
+    s, u_r, vh = out
+    u = matmul(q[..., :, :k], u_r)
+    if complete:
+        u = jnp.concatenate([u, q[..., :, k:]], axis=-1)
+    return [s, mh(vh), mh(u)] if wide else [s, u, vh]
 
 
 def _svd_guarded(a, choice, **params):
@@ -312,45 +337,108 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None, strategy=None, lanes
     return jnp.sum(s > rtol, axis=-1)
 
 
-def lstsq(a, b, rcond=None, *, numpy_resid=False, strategy=None, lanes=None):
-    """Like jax.numpy.linalg.lstsq: (x, residuals, rank, s) for min ||a x - b||, a (m, n) and b
-    (m,) or (m, k), through the SVD; singular values below rcond * the largest (default
-    eps * max(m, n)) count as zero. As jnp, 2-D a only (vmap for batches: one batched SVD) and
-    residuals always computed unless numpy_resid=True (then NumPy's empty residuals where it has
-    them; not under jit)."""
+LSTSQ_METHODS = ("svd", "qr", "auto")
+
+
+def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, strategy=None, lanes=None):
+    """Least squares on any batch: (x, residuals, rank, s) minimizing ||a x - b|| for each
+    matrix, with jax.numpy.linalg.lstsq's conventions, which takes a 2-D a only. a (..., m, n);
+    b (m,) or (..., m) (one fewer dim than a): vectors, or (..., m, k); batch dims broadcast.
+    x (..., n) or (..., n, k); residuals ||b - a x||^2 (..., k), k = 1 for vectors as JAX's;
+    rank (...,); s the singular values of a (..., min(m, n)), descending. Singular values
+    below rcond * the largest (default eps * max(m, n); a negative rcond: eps) count as zero,
+    and x is then the minimum-norm solution.
+
+    method: "svd" (default; the SVD of a, as JAX), "qr" (full-rank problems: the Householder
+    QR of a, or of a^H for a wide a, and a triangular solve; s from the SVD of R, equal to a's;
+    on a rank-deficient a x is not the minimum-norm solution), or "auto": "qr" where every
+    matrix of the call has full rank by those singular values, else the SVD of R (a = Q R:
+    the same minimum-norm solution, from a k x k SVD). Differentiable (by composition).
+    numpy_resid=True (2-D a only, not under jit): NumPy's empty residuals where it has them."""
+    if method not in LSTSQ_METHODS:
+        raise ValueError(f"lstsq: method must be one of {LSTSQ_METHODS}, got {method!r}")
     a, b = promote("lstsq", a, b)
-    if a.ndim != 2:  # jnp.linalg.lstsq: a TypeError (for a scalar a, an IndexError of its own)
-        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be two-dimensional")
-    if b.ndim < 1 or a.shape[0] != b.shape[0]:
+    if a.ndim < 2:  # jnp.linalg.lstsq: a TypeError (for a scalar a, an IndexError of its own)
+        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be at least "
+                        "two-dimensional")
+    vector = b.ndim == 1 or b.ndim == a.ndim - 1
+    if b.ndim < 1 or not (vector or b.ndim == a.ndim):
+        raise TypeError(f"lstsq: b of shape {b.shape} for a of shape {a.shape}: b must be "
+                        f"1- or {a.ndim - 1}-dimensional (vectors) or {a.ndim}-dimensional")
+    if vector:
+        b = b[..., None]
+    m, n = a.shape[-2:]
+    if b.shape[-2] != m:
         raise ValueError("lstsq: leading dimensions of a and b must match, got "
                          f"a {a.shape}, b {b.shape}")
-    vector = b.ndim == 1
-    if vector:
-        b = b[:, None]
-    if b.ndim != 2:
-        raise TypeError(f"lstsq: {b.ndim}-dimensional b given; it must be one- or "
-                        "two-dimensional")
-    m, n = a.shape
+    if numpy_resid and a.ndim != 2:
+        raise ValueError("lstsq: numpy_resid=True takes a 2-D a only (NumPy's lstsq)")
+    try:
+        batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"lstsq: the batch dims of a {a.shape} and b {b.shape} do not "
+                         "broadcast") from None
+    a = jnp.broadcast_to(a, batch + (m, n))
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    k = min(m, n)
     dtype = a.dtype
-    if a.size == 0:
-        s = jnp.empty(0, dtype=_real_dtype(dtype))
-        rank = jnp.array(0, dtype=int)
-        x = jnp.zeros((n,) + b.shape[1:], dtype=dtype)
+    params = dict(strategy=strategy, lanes=lanes)
+    eps = jnp.finfo(dtype).eps
+    if k == 0:
+        s = jnp.zeros(batch + (0,), dtype=_real_dtype(dtype))
+        rank = jnp.zeros(batch, dtype=jnp.sum(jnp.zeros(1, bool)).dtype)
+        x = jnp.zeros(batch + (n, b.shape[-1]), dtype=dtype)
     else:
-        eps = jnp.finfo(dtype).eps
         rcond = float(eps) * max(m, n) if rcond is None else jnp.where(rcond < 0, eps, rcond)
-        u, s, vh = svd(a, full_matrices=False, strategy=strategy, lanes=lanes)
-        mask = (s > 0) & (s >= jnp.array(rcond, dtype=s.dtype) * s[0])
-        rank = mask.sum()
-        s_inv = jnp.where(mask, 1 / jnp.where(mask, s, 1), 0).astype(dtype)[:, None]
-        x = matmul(mh(vh), s_inv * matmul(mh(u), b))
+
+        def kept(s):  # the singular values that count, and 1 / them (0 for the others)
+            mask = (s > 0) & (s >= jnp.asarray(rcond, dtype=s.dtype) * s[..., :1])
+            return mask, jnp.where(mask, 1 / jnp.where(mask, s, 1), 0).astype(dtype)[..., None]
+
+        if method == "svd":
+            u, s, vh = svd(a, full_matrices=False, **params)
+            mask, s_inv = kept(s)
+            x = matmul(mh(vh), s_inv * matmul(mh(u), b))
+        else:
+            mask, s, x = _lstsq_qr(a, b, kept, method == "auto", params)
+        rank = mask.sum(-1)
     if numpy_resid and (rank < n or m <= n):
         resid = jnp.asarray([])
     else:
-        resid = jnp.linalg.norm(b - matmul(a, x), axis=0) ** 2
+        resid = jnp.sum(jnp.abs(b - matmul(a, x)) ** 2, axis=-2)
     if vector:
-        x = x.ravel()
+        x = x[..., 0]  # (residuals keep their k = 1, as JAX's)
     return x, resid, rank, s
+
+
+def _lstsq_qr(a, b, kept, fall_back, params):
+    """lstsq's "qr" and "auto" methods: (mask of the singular values kept, s, x). A tall a
+    (m >= n) is Q R and x = R^-1 Q^H b; a wide one is R^H Q^H (the QR of a^H) and x = Q R^-H b,
+    the minimum-norm solution. With `fall_back`, where some matrix's rank is short of min(m, n)
+    x is V S^+ U_R^H Q^H b (tall) or Q U_R S^+ V_R^H b (wide) from R = U_R S V_R^H for all."""
+    m, n = a.shape[-2:]
+    wide = m < n
+    q, r = _qr(mh(a) if wide else a, mode="reduced", **params)
+    s = svdvals(r, **params)
+    mask, s_inv = kept(s)
+    if wide:
+        triangular = jax.scipy.linalg.solve_triangular(r, b, trans="C", lower=False)
+        x_qr = matmul(q, triangular)
+    else:
+        c = matmul(mh(q), b)
+        x_qr = jax.scipy.linalg.solve_triangular(r, c, lower=False)
+    if not fall_back:
+        return mask, s, x_qr
+
+    def minimum_norm():
+        u_r, s_r, vh_r = svd(r, full_matrices=False, **params)
+        s_inv = kept(s_r)[1]
+        if wide:
+            return matmul(q, matmul(u_r, s_inv * matmul(vh_r, b)))
+        return matmul(mh(vh_r), s_inv * matmul(mh(u_r), matmul(mh(q), b)))
+
+    x = lax.cond(jnp.all(mask), lambda: x_qr, minimum_norm)
+    return mask, s, x
 
 
 def _is_svd_norm(ord):

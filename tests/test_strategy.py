@@ -42,7 +42,9 @@ def test_every_routine_has_its_limits():
         assert limit["strategies"][:2] == ("looped", "sequential"), name
         assert ("batched" in limit["strategies"]) == bool(limit["batched"]), name
         assert ("blocked" in limit["strategies"]) == bool(limit["blocked"]), name
-    assert {r for r, l in routines.items() if l["blocked"]} == {"getrf", "potrf", "sytrf", "sytrs"}
+    assert {r for r, l in routines.items() if l["blocked"]} == {"getrf", "potrf", "sytrf", "sytrs",
+                                                              "gesvd", "gesvdj"}
+    assert {r for r, l in routines.items() if l["blocked_oblong_only"]} == {"gesvd", "gesvdj"}
     assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd"}
     constants = _ffi.limits.constants()
     assert routines["getrf"]["small_max_n"] == constants["getrf_small_max_n"]
@@ -65,7 +67,11 @@ def test_the_knobs_are_listed_with_their_defaults():
 
 @pytest.mark.parametrize("routine,strategy_,shape,nrhs,left,why", [
     ("geev", "batched", (64, 64), 0, True, "no batched"),
-    ("gesvd", "blocked", (64, 64), 0, True, "no blocked"),
+    ("gesvd", "blocked", (64, 64), 0, True, "twice as tall as wide"),
+    ("gesvdj", "blocked", (64, 33), 0, True, "twice as tall as wide"),
+    ("gesvdj", "blocked", (64, 32), 0, True, None),
+    ("gesvd", "blocked", (32, 2048), 0, True, None),
+    ("geev", "blocked", (64, 64), 0, True, "no blocked"),
     ("getrf", "batched", (64, 60), 0, True, "square"),
     ("getrf", "blocked", (64, 60), 0, True, "square"),
     ("potrs", "batched", (128, 128), 2, True, "one right-hand side"),

@@ -9,6 +9,8 @@ the CPU run checks the API, shape rules and transformations; the GPU run (tests 
 requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatched.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,6 +33,7 @@ from conftest import (
     random_matrix,
     random_rhs,
     rel_err,
+    requires_extension,
     requires_gpu,
     rtol_for,
     strategy_grid,
@@ -436,6 +439,123 @@ def test_lstsq_rank_deficient_and_numpy_resid(rng):
     assert x.shape == (0,) and int(rank) == 0 and s.shape == (0,)
 
 
+# (a's shape, b's shape): batches of tall, wide and square matrices, vectors and matrices of
+# right-hand sides, broadcasting batch dims, an oblong 16:1, batch 0 and 1.
+BATCHED_LSTSQ_CASES = [((3, 9, 4), (3, 9)), ((3, 9, 4), (3, 9, 2)), ((2, 4, 9), (2, 4, 3)),
+                       ((2, 2, 6, 6), (2, 2, 6)), ((1, 48, 3), (5, 48, 2)), ((4, 5, 5), (5,)),
+                       ((0, 7, 3), (0, 7)), ((1, 3, 12), (1, 3))]
+
+
+def _rank_deficient_lstsq_inputs(rng, a_shape, b_shape, dtype):
+    """a with, where the batch has two matrices or more, the second of rank min(m, n) - 1
+    (a column repeated, or a row for a wide a) and the last ill-conditioned (cond ~ 1e4)."""
+    a = random_matrix(rng, a_shape, dtype, "general")
+    b = random_rhs(rng, b_shape, dtype)
+    flat = a.reshape((-1,) + a_shape[-2:])
+    m, n = a_shape[-2:]
+    if flat.shape[0] >= 2 and min(m, n) >= 2:
+        if m >= n:
+            flat[1, :, -1] = flat[1, :, 0]
+        else:
+            flat[1, -1, :] = flat[1, 0, :]
+    if flat.shape[0] >= 3:
+        u, _, vh = np.linalg.svd(widened(flat[-1]), full_matrices=False)
+        flat[-1] = ((u * np.logspace(0, -4, min(m, n))) @ vh).astype(dtype)
+    return flat.reshape(a_shape), b
+
+
+def _numpy_lstsq(a, b, vector):
+    """NumPy's lstsq in float64 matrix by matrix over the broadcast batch: x, rank, s."""
+    m, n = a.shape[-2:]
+    b = widened(b)[..., None] if vector else widened(b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(widened(a), batch + (m, n))
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    out = [np.linalg.lstsq(a[i], b[i], rcond=None) for i in np.ndindex(batch)]
+    x = np.stack([o[0] for o in out]) if out else np.zeros((0, n, b.shape[-1]))
+    rank = np.array([o[2] for o in out], dtype=int)
+    s = np.stack([o[3] for o in out]) if out else np.zeros((0, min(m, n)))
+    x, rank, s = (v.reshape(batch + v.shape[1:]) for v in (x, rank, s))
+    return (x[..., 0] if vector else x), rank, s
+
+
+def _residuals(a, b, x, vector):
+    """||b - a x||^2 per right-hand side (vectors: one), in float64."""
+    if vector:
+        b, x = b[..., None], x[..., None]
+    return np.sum(np.abs(widened(b) - widened(a) @ widened(x)) ** 2, axis=-2)
+
+
+@pytest.mark.parametrize("method", ["svd", "qr", "auto"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("case", BATCHED_LSTSQ_CASES, ids=ids)
+def test_batched_lstsq(rng, dtype, case, method):
+    """Every matrix's minimum-norm solution, rank and singular values, as NumPy's one by one;
+    "qr" on full-rank matrices only (on a rank-deficient one it is not the minimum norm)."""
+    a_shape, b_shape = case
+    a, b = (_rank_deficient_lstsq_inputs(rng, a_shape, b_shape, dtype) if method != "qr" else
+            (random_matrix(rng, a_shape, dtype, "general"), random_rhs(rng, b_shape, dtype)))
+    vector = len(b_shape) in (1, len(a_shape) - 1)
+    x, resid, rank, s = jit_call(functools.partial(lstsq, method=method), a, b)
+    x_np, rank_np, s_np = _numpy_lstsq(a, b, vector)
+    assert x.shape == x_np.shape and x.dtype == np.dtype(dtype)
+    assert s.shape == s_np.shape and s.dtype == np.finfo(np.dtype(dtype)).dtype
+    np.testing.assert_array_equal(np.asarray(rank), rank_np)
+    tol = rtol_for(dtype, max(a_shape[-2:]), 1e4)
+    assert rel_err(s, s_np, 1) <= tol
+    expected = _residuals(a, b, x_np, vector)
+    assert resid.shape == expected.shape
+    if x.size:
+        assert rel_err(x, x_np, 1) <= tol
+        scale = max(1.0, float(np.max(_residuals(a, b, 0 * x_np, vector))))
+        assert np.max(np.abs(np.asarray(resid) - expected)) <= tol * scale
+
+
+@pytest.mark.parametrize("shape", [(2, 12, 4), (2, 4, 12), (2, 6, 6)], ids=ids)
+def test_batched_lstsq_grads_are_jax_s(rng, shape):
+    a = random_matrix(rng, shape, np.float64, "general")
+    b = random_rhs(rng, shape[:-1], np.float64)
+
+    def loss(lstsq_fn):
+        return lambda a, b: jnp.sum(jnp.sin(lstsq_fn(a, b)))
+
+    theirs = jax.grad(loss(lambda a, b: jax.vmap(lambda a, b: jnp.linalg.lstsq(a, b)[0])(a, b)),
+                      (0, 1))(a, b)
+    for method in ("svd", "qr", "auto"):
+        ours = jax.jit(jax.grad(loss(lambda a, b: lstsq(a, b, method=method)[0]), (0, 1)))(a, b)
+        for g, r in zip(ours, theirs):
+            assert rel_err(g, r) <= 1e-9, method
+
+
+def test_batched_lstsq_auto_falls_back_only_where_rank_is_short(rng):
+    """"auto" is "qr" where every matrix has full rank, else the minimum-norm solution for all
+    (also under vmap, where the choice is per call of the vmapped function)."""
+    a = random_matrix(rng, (3, 10, 4), np.float64, "general")
+    b = random_rhs(rng, (3, 10), np.float64)
+    full = [np.asarray(x) for x in lstsq(a, b, method="auto")]
+    for g, e in zip(full, lstsq(a, b, method="qr")):
+        np.testing.assert_array_equal(g, np.asarray(e))
+    a[1, :, 3] = a[1, :, 2]
+    x = np.asarray(lstsq(a, b, method="auto")[0])
+    assert rel_err(x, _numpy_lstsq(a, b, True)[0], 1) <= 1e-9
+    assert not np.all(np.isfinite(np.asarray(lstsq(a, b, method="qr")[0][1]))) or \
+        rel_err(np.asarray(lstsq(a, b, method="qr")[0][1]), x[1], 1) > 1e-6
+    vmapped = jax.vmap(lambda a, b: lstsq(a, b, method="auto")[0])(a, b)
+    assert rel_err(vmapped, x, 1) <= 1e-9
+
+
+def test_batched_lstsq_bad_arguments_raise():
+    a, b = np.ones((2, 5, 3)), np.ones((2, 5))
+    with pytest.raises(ValueError, match="lstsq: method"):
+        lstsq(a, b, method="normal_equations")
+    with pytest.raises(ValueError, match="lstsq: numpy_resid"):
+        lstsq(a, b, numpy_resid=True)
+    with pytest.raises(TypeError, match="lstsq: b of shape"):
+        lstsq(a, np.ones((2, 5, 1, 1)))
+    with pytest.raises(TypeError, match="lstsq"):
+        lstsq(np.ones(5), np.ones(5))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=ids)
 @pytest.mark.parametrize("ord", [2, -2, "nuc", None, "fro", 1, np.inf], ids=ids)
 @pytest.mark.parametrize("axis,keepdims", [((-2, -1), False), ((0, 2), True), (None, False)],
@@ -595,6 +715,70 @@ def test_svd_kernel_on_many_matrices(rng, dtype, shape):
     check_values(a[good], values[good], dtype)
 
 
+# ---------------------------------------------------------------------------------------------
+# The QR-first SVD (strategy "blocked") of a matrix twice as tall as wide or more, or as wide
+# ---------------------------------------------------------------------------------------------
+
+# (batch, m, n): tall and wide, the aspect at the limit (2), 16:1, k = 1, past the Jacobi
+# kernel's 32 in the long dimension only, and in both.
+OBLONG_SHAPES = [(3, 20, 10), (3, 10, 20), (2, 64, 4), (4, 5, 80), (2, 9, 1), (2, 90, 40)]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", OBLONG_SHAPES, ids=ids)
+def test_qr_first_svd_is_the_svd(rng, shape, dtype, mode):
+    """The composition itself, on this machine's platform (JAX's QR and SVD on the CPU)."""
+    from jax_cusolver_ms.svd import _svd_qr_first
+    full_matrices, compute_uv = MODES[mode]
+    a = random_matrix(rng, shape, dtype, "general")
+    out = jax.jit(lambda a: _svd_qr_first(a, full_matrices, compute_uv, "default"))(a)
+    if not compute_uv:
+        check_values(a, np.asarray(out[0]), dtype)
+        return
+    s, u, vh = (np.asarray(x) for x in out)
+    check_svd(a, u, s, vh, full_matrices, dtype)
+
+
+@requires_extension
+@pytest.mark.parametrize("shape,feasible", [((4, 64, 16), True), ((4, 16, 32), True),
+                                            ((4, 20, 11), False), ((4, 16, 16), False)],
+                         ids=ids)
+def test_the_qr_first_svd_takes_oblong_matrices_only(shape, feasible):
+    for op in ("svd", "svdvals", "pinv"):
+        if feasible:
+            assert jcm.explain(op, shape, np.float32, strategy="blocked").strategy == "blocked"
+        else:
+            with pytest.raises(ValueError, match="QR-first SVD takes a matrix at least twice"):
+                jcm.explain(op, shape, np.float32, strategy="blocked")
+
+
+@requires_gpu
+@pytest.mark.parametrize("mode", MODES, ids=ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("shape", OBLONG_SHAPES, ids=ids)
+def test_qr_first_svd_on_the_gpu(rng, shape, dtype, mode):
+    """svd(strategy="blocked"): the decomposition, rank-one and graded matrices among the
+    random ones, and NaN for a matrix holding NaN or Inf without touching the others."""
+    full_matrices, compute_uv = MODES[mode]
+    count, m, n = shape
+    a = random_matrix(rng, (count + 2, m, n), dtype, "general")
+    a[1] = random_rhs(rng, (m, 1), dtype) @ random_rhs(rng, (1, n), dtype)
+    a[-2, m // 2, n // 2] = np.nan
+    a[-1, 0, n - 1] = np.inf
+    good = slice(0, count)
+    out = [np.asarray(x) for x in jax.jit(lambda a: svd(
+        a, full_matrices, compute_uv, strategy="blocked"))(a)] if compute_uv else \
+        [np.asarray(jax.jit(lambda a: svdvals(a, strategy="blocked"))(a))]
+    for x in out:
+        assert np.isnan(x[-2:]).all() and np.isfinite(x[good]).all()
+    if compute_uv:
+        u, s, vh = out
+        check_svd(a[good], u[good], s[good], vh[good], full_matrices, dtype)
+    else:
+        check_values(a[good], out[0][good], dtype)
+
+
 @pytest.mark.parametrize("strategy", ["auto", "looped"])
 def test_cpu_lowering_has_no_ffi_call(strategy):
     for name, (fn, shapes, _) in _svd_family_calls(strategy).items():
@@ -680,7 +864,7 @@ def test_bad_algorithm_raises_value_error(rng, algorithm):
     "call",
     [
         lambda: lstsq(np.ones((5, 3)), np.ones(4)),           # rows of b
-        lambda: lstsq(np.ones((2, 5, 3)), np.ones((2, 5))),   # batched a, as jnp
+        lambda: lstsq(np.ones((2, 5, 3)), np.ones((3, 5))),   # batch dims that differ
         lambda: lstsq(np.ones((5, 3)), np.ones((5, 2, 2))),   # b of rank 3
         lambda: cond(np.ones((0, 3))),
         lambda: cond(np.ones((4, 3)), 1),                     # p = 1 needs a square matrix

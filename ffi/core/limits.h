@@ -4,6 +4,7 @@
 // (limits_module.cc), which exports all of it to Python. Python restates none of it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace jcm {
@@ -133,7 +134,16 @@ struct RoutineLimits {
   int64_t small_max_nrhs;
   // ... writes NaN for a matrix holding NaN or Inf itself (no guard around it in Python).
   bool small_writes_nan;
+  // The blocked strategy takes only a matrix at least kOblongMinAspect times as tall as wide
+  // or as wide as tall.
+  bool blocked_oblong_only = false;
 };
+
+// The SVD's blocked strategy (svd.py _svd_qr_first): for m >> n the work of the SVD proper
+// drops from the m x n matrix to the n x n R (LAPACK's gesvd does the same from m >= 1.6 n).
+inline constexpr const char* kSvdQrFirst =
+    "QR first: this project's Householder QR, the SVD of R, U = Q U_R by batched GEMM";
+inline constexpr int64_t kOblongMinAspect = 2;
 
 inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
     {Routine::kGetrf, "getrf", "cuBLAS getrfBatched", 0, true, 0,
@@ -162,9 +172,9 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
     {Routine::kSyevj, "syevj", "this project's Jacobi kernel", kSyevjKernelMaxN, false, 0, "",
      false, false, kSyevjKernelMaxN, 0, true},
     {Routine::kGeev, "geev", "", 0, false, 0, "", false, false, 0, 0, false},
-    {Routine::kGesvd, "gesvd", "", 0, false, 0, "", false, false, 0, 0, false},
-    {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0, "",
-     false, false, kGesvdjKernelMaxN, 0, true},
+    {Routine::kGesvd, "gesvd", "", 0, false, 0, kSvdQrFirst, false, false, 0, 0, false, true},
+    {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0,
+     kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},
 };
 
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }
@@ -257,6 +267,11 @@ constexpr const char* unsupported(Routine r, Strategy strategy, const CallShape&
       if (l.lower_only && !s.lower) return "the blocked algorithm reads the lower triangle only";
       if (l.blocked_square_only && s.m != s.n) {
         return "the blocked algorithm takes square matrices only";
+      }
+      if (l.blocked_oblong_only &&
+          kOblongMinAspect * std::min(s.m, s.n) > std::max(s.m, s.n)) {
+        return "the QR-first SVD takes a matrix at least twice as tall as wide, or as wide as "
+               "tall";
       }
       return nullptr;
   }

@@ -67,6 +67,7 @@ nb::dict routines() {
     d["batched_max_nrhs"] = l.batched_max_nrhs;
     d["blocked"] = l.blocked;
     d["blocked_square_only"] = l.blocked_square_only;
+    d["blocked_oblong_only"] = l.blocked_oblong_only;
     d["lower_only"] = l.lower_only;
     d["small_max_n"] = l.small_max_n;
     d["small_max_nrhs"] = l.small_max_nrhs;
@@ -108,6 +109,7 @@ nb::dict constants() {
   out["syevj_tiny_max_n"] = L::kSyevjTinyMaxN;
   out["gesvdj_kernel_max_n"] = L::kGesvdjKernelMaxN;
   out["gesvdj_tiny_max_n"] = L::kGesvdjTinyMaxN;
+  out["oblong_min_aspect"] = L::kOblongMinAspect;
   out["ldl_solve_rhs_per_block"] = L::kLdlSolveRhsPerBlock;
   out["matmul_max_algorithm"] = L::kMatmulMaxAlgorithm;
   out["int_max"] = L::kIntMax;
@@ -139,9 +141,9 @@ NB_MODULE(_jcm_limits, m) {
   m.def("routines", &routines,
         "{routine: {'strategies': names it can run, 'batched' / 'blocked': what they run ('' "
         "for none), 'batched_max_n' (0: any), 'batched_square_only', 'batched_max_nrhs' (0: "
-        "any), 'blocked_square_only', 'lower_only', 'small_max_n' (0: no small kernel), "
-        "'small_max_nrhs' (0: any), 'small_writes_nan', 'int_sizes': the strategies that "
-        "pass its sizes on as int}}.");
+        "any), 'blocked_square_only', 'blocked_oblong_only', 'lower_only', 'small_max_n' (0: "
+        "no small kernel), 'small_max_nrhs' (0: any), 'small_writes_nan', 'int_sizes': the "
+        "strategies that pass its sizes on as int}}.");
   m.def("constants", &constants, "{name: value} of every kernel limit and block size.");
   m.def("knobs", &knobs,
         "{JCM_* environment variable: {'default', 'min', 'max', 'meaning'}}: the settings the "
