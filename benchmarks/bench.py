@@ -428,7 +428,7 @@ def _jax_lstsq(a, b):
 
 
 def _lstsq(a, b, **kw):
-    return jax.vmap(functools.partial(jcm.lstsq, **kw))(a, b)
+    return jcm.lstsq(a, b, **kw)  # any batch, one call
 
 
 _SVD_QR = jax.lax.linalg.SvdAlgorithm.QR
@@ -520,6 +520,10 @@ OPS = {
         # Both through an SVD; the whole result is timed (lstsq's residuals, rank and s too).
         Op("lstsq", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error, ours=_lstsq,
            routine="lstsq"),
+        # lstsq(method="auto"): QR and a triangular solve where every matrix has full rank (the
+        # inputs' do), against JAX's SVD and PyTorch's QR (gels, its only CUDA driver).
+        Op("lstsq_auto", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,
+           ours=functools.partial(_lstsq, method="auto"), routine="lstsq"),
         Op("pinv", jnp.linalg.pinv, "linalg.pinv", _general, _pinv_error),
     ]
 }

@@ -79,7 +79,7 @@ ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
             "eigh": ("syevd",), "eigvalsh": ("syevd",),
             "eig": ("geev",), "eigvals": ("geev",),
             "svd": ("gesvdj",), "svdvals": ("gesvdj",), "lstsq": ("gesvdj",),
-            "pinv": ("gesvdj",), "svd_qr": ("gesvd",)}
+            "lstsq_auto": ("gesvdj",), "pinv": ("gesvdj",), "svd_qr": ("gesvd",)}
 
 # The rules above in words, for the report.
 RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigvals (Xgeev) and "

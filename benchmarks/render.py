@@ -668,6 +668,30 @@ def tiny_markdown(cells: list[dict], gpu: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def oblong_markdown(part: dict) -> str:
+    """Tall-skinny and wide cells: per cell the ms of JAX, PyTorch, `auto` and the QR-first SVD
+    (strategy "blocked") where timed, and `auto`'s and the best strategy's speed-up over JAX."""
+    lines = ["Milliseconds per call for the whole batch; `blocked` is the QR-first SVD "
+             "(Householder QR, the SVD of R, U = Q U_R), timed where the op runs an SVD of a "
+             "matrix at least twice as tall as wide or as wide as tall. Speed-up = JAX's time / "
+             "ours.", "",
+             "| op | dtype | batch x m x n | m / n | JAX | PyTorch | auto | blocked | auto vs JAX "
+             "| best vs JAX | auto runs |", "|---" * 11 + "|"]
+    for c in part["cells"]:
+        jax_ms, auto_ms = _median(c, "jax"), _median(c, "jcm:auto")
+        ours = [t for t in (auto_ms, _median(c, "jcm:blocked")) if t]
+        ratio = c["m"] / c["n"]
+        plan = c.get("explain") or {}
+        lines.append(
+            f"| {c['op']} | {c['dtype']} | {c['batch']}x{c['m']}x{c['n']} | "
+            f"{ratio:.3g} | {_ms(c['impls'].get('jax'))} | {_ms(c['impls'].get('torch'))} | "
+            f"{_ms(c['impls'].get('jcm:auto'))} | {_ms(c['impls'].get('jcm:blocked'))} | "
+            + (f"{_x(jax_ms / auto_ms)}" if jax_ms and auto_ms else "-") + " | "
+            + (f"{_x(jax_ms / min(ours))}" if jax_ms and ours else "-") + " | "
+            + (plan.get("strategy") or c.get("status", "-")) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()) -> str:
     """report.md: the summary, the headline cells, matmul, the random shapes, then every cell
     and any failure."""
@@ -705,6 +729,8 @@ def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()
     tiny = tiny_markdown(square["cells"], doc["gpu"]) if square else ""
     if tiny:
         lines += ["## Tiny matrices", "", tiny]
+    if doc.get("oblong"):
+        lines += ["## Tall-skinny and wide", "", oblong_markdown(doc["oblong"])]
     if plot_note:
         lines += ["## Figures", "", f"None ({plot_note}).", ""]
     elif figures:
@@ -746,6 +772,17 @@ def brief(doc: dict) -> str:
         lines.append(f"{'matmul':<12} {'':<8} {s['cells']:>5} {_x(s['geomean_vs_xla']):>15} "
                      f"{_x(s['min_vs_xla']):>7}  vs XLA; missing the bar: "
                      f"{', '.join(s['missing_the_bar']) or 'none'}")
+    oblong = doc.get("oblong")
+    if oblong:
+        cells = oblong["cells"]
+        speedups = [s for s in (speedup(c) for c in cells) if s]
+        lines.append(f"oblong: {len(cells)} cells, auto vs JAX geomean "
+                     + (_x(math.exp(sum(map(math.log, speedups)) / len(speedups)))
+                        if speedups else "-")
+                     + (f", min {_x(min(speedups))}" if speedups else "")
+                     + f"; {len(failures(cells))} failures")
+        for line in failures(cells)[:10]:
+            lines.append("  " + line[:160])
     rnd = doc.get("random")
     if rnd:
         lines.append("random: " + random_summary_line(rnd).replace("**", ""))
@@ -1047,6 +1084,8 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
         tiny = tiny_markdown(square["cells"], doc["gpu"]) if square else ""
         if tiny:
             lines += ["### Tiny matrices", "", tiny]
+        if doc.get("oblong"):
+            lines += ["### Tall-skinny and wide", "", oblong_markdown(doc["oblong"])]
         if rnd:
             lines += ["### Random shapes", "", random_summary_line(rnd), ""]
             lines += [f"- {b['shape']}: {b['speedup']:.2f}x (auto: {b['auto_picks']})"

@@ -28,6 +28,7 @@ matrix over a large batch, learned from a smaller batch first: bench.estimated_j
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -41,7 +42,12 @@ from .render import summarize, summary_markdown  # noqa: F401  (the report's sum
 
 GRIDS_FILE = render.GRIDS_FILE
 JAX_LIMIT_S = 20.0
-_PARTS = ("square", "matmul", "random")
+_PARTS = ("square", "matmul", "random", "oblong")
+# The keys of a grid's oblong part, and of its sweep.
+_OBLONG_KEYS = {"cells", "sweep", "repeats"}
+_SWEEP_KEYS = {"ops", "dtype", "batch", "n", "ratios"}
+# The ops whose oblong cells also time the QR-first SVD (their SVD's strategy "blocked").
+QR_FIRST_OPS = ("svd", "svdvals", "pinv", "lstsq")
 # The keys of a grid's random part (grids.toml).
 _RANDOM_KEYS = {"count", "seed", "ops", "dtypes", "max_n", "max_batch", "repeats", "jax_limit_s",
                 "strategies"}
@@ -68,6 +74,10 @@ def load_grids(path: str = GRIDS_FILE) -> dict:
         if isinstance(wanted, list) and set(wanted) - set(cells):
             raise ValueError(f"{path}: grid {name!r}: unknown matmul cells "
                              f"{sorted(set(wanted) - set(cells))}")
+        try:
+            oblong_shapes(spec.get("oblong", {}))
+        except ValueError as exc:
+            raise ValueError(f"{path}: grid {name!r}: {exc}") from None
         rnd = spec.get("random", {})
         if set(rnd.get("strategies", ["auto"])) - {"auto", bench.ENABLED} or "auto" not in rnd.get(
                 "strategies", ["auto"]):
@@ -273,6 +283,112 @@ def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dic
     return entries
 
 
+# --- tall-skinny and wide ---------------------------------------------------------------------
+
+def oblong_shapes(spec: dict) -> list[dict]:
+    """The oblong part's cells: its `cells` ([op, dtype, batch, m, n]), then its sweep's (each
+    op at m = n * ratio), as {op, dtype, batch, m, n, nrhs}; nrhs 1 for lstsq, None for the
+    ops without right-hand sides. A ValueError names what is wrong."""
+    if set(spec) - _OBLONG_KEYS:
+        raise ValueError(f"unknown oblong keys {sorted(set(spec) - _OBLONG_KEYS)}")
+    shapes = []
+    for cell in spec.get("cells", []):
+        if len(cell) != 5 or not all(isinstance(v, int) and v > 0 for v in cell[2:]):
+            raise ValueError(f"an oblong cell is [op, dtype, batch, m, n], got {cell}")
+        shapes.append(dict(zip(("op", "dtype", "batch", "m", "n"), cell)))
+    sweep = spec.get("sweep")
+    if sweep:
+        if set(sweep) != _SWEEP_KEYS:
+            raise ValueError(f"the oblong sweep takes exactly {sorted(_SWEEP_KEYS)}, got "
+                             f"{sorted(sweep)}")
+        for op in sweep["ops"]:
+            for ratio in sweep["ratios"]:
+                shapes.append({"op": op, "dtype": sweep["dtype"], "batch": sweep["batch"],
+                               "m": max(1, round(sweep["n"] * ratio)), "n": sweep["n"]})
+    for shape in shapes:
+        if shape["op"] not in bench.OPS:
+            raise ValueError(f"unknown oblong op {shape['op']!r}")
+        if shape["dtype"] not in bench.DTYPES:
+            raise ValueError(f"unknown oblong dtype {shape['dtype']!r}")
+        shape["nrhs"] = 1 if shape["op"].startswith("lstsq") else None
+    return shapes
+
+
+def _oblong_key(cell: dict) -> tuple:
+    return cell["op"], cell["dtype"], cell["batch"], cell["m"], cell["n"]
+
+
+def oblong_strategies(shape: dict) -> list[str]:
+    """`auto`, and the QR-first SVD where the op runs an SVD of a matrix at least twice as tall
+    as wide or as wide as tall (strategy "blocked" takes nothing else)."""
+    m, n = shape["m"], shape["n"]
+    oblong = max(m, n) >= 2 * min(m, n)
+    return ["auto"] + (["blocked"] if shape["op"] in QR_FIRST_OPS and oblong else [])
+
+
+def run_oblong(args, bench_args, torch, shapes: list[dict], write, done=()) -> list[dict]:
+    """Measures each oblong cell with bench.run_cell (JAX, PyTorch, the strategies of
+    oblong_strategies); `done`: cells of an earlier run (--resume), kept unless stale.
+    `write(cells)` after every cell."""
+    earlier = {_oblong_key(c): c for c in done}
+    wanted = {_oblong_key(s) for s in shapes}
+    outside = [c for key, c in earlier.items() if key not in wanted]
+    cells = []
+    bar = _progress(len(shapes), "oblong")
+    budget = getattr(args, "budget_s", None)
+    started = getattr(args, "started", None) or time.perf_counter()
+    try:
+        for index, shape in enumerate(shapes):
+            t0 = time.perf_counter()
+            key = _oblong_key(shape)
+            if budget is not None and t0 - started >= budget:
+                cells += [earlier[_oblong_key(s)] for s in shapes[index:]
+                          if _oblong_key(s) in earlier] + outside
+                write(cells)
+                print(f"\n# --budget-s {budget:g} spent: {len(shapes) - index} oblong cells "
+                      "not reached, for --resume", flush=True)
+                break
+            kept = earlier.get(key)
+            own = copy.copy(bench_args)
+            own.strategies = oblong_strategies(shape)
+            if kept is not None and not _stale(kept, args, own):
+                cell = kept
+            else:
+                try:
+                    cell = bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
+                                          shape["n"], own, torch, seed=own.seed + index,
+                                          rows=shape["m"], nrhs=shape["nrhs"])
+                except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
+                    cell = {**{k: v for k, v in shape.items() if v is not None}, "impls": {},
+                            "status": "error", "note": "runner: " + bench.short(exc),
+                            "traceback": traceback.format_exc()}
+                cell.update(measured_at=round(time.time(), 1),
+                            seconds=round(time.perf_counter() - t0, 2))
+            cells.append(cell)
+            write(cells + [earlier[_oblong_key(s)] for s in shapes[index + 1:]
+                           if _oblong_key(s) in earlier] + outside)
+            _done(bar, f"oblong {index + 1}/{len(shapes)}",
+                  f"{shape['op']} {shape['dtype']} {shape['batch']}x{shape['m']}x{shape['n']}",
+                  cell)
+        else:
+            cells += outside
+    finally:
+        if bar is not None:
+            bar.close()
+    return cells
+
+
+def oblong_part(env: dict, run_args: dict, cells: list[dict]) -> dict:
+    """The oblong part: its cells in the grid's order (op, dtype, batch, n, m / n)."""
+    rank = {name: i for i, name in enumerate(bench.OPS)}
+    cells = sorted((render.compact_cell(c) for c in cells),
+                   key=lambda c: (rank.get(c["op"], len(rank)), c["dtype"], c["batch"], c["n"],
+                                  c["m"] / c["n"]))
+    return {"environment": render.compact_env(env), "args": run_args,
+            "complete": len(cells) >= run_args["total"], "total": run_args["total"],
+            "cells": cells}
+
+
 # --- the report folder ----------------------------------------------------------------------------
 
 def _order(cells: list[dict], dtypes=()) -> list[dict]:
@@ -465,6 +581,10 @@ def parse_args(argv=None):
     square = dict(spec.get("square", {})) if args.only in (None, "square") else {}
     mm = dict(spec.get("matmul", {})) if args.only in (None, "matmul") else {}
     rnd = dict(spec.get("random", {})) if args.only in (None, "random") else {}
+    oblong = dict(spec.get("oblong", {})) if args.only in (None, "oblong") else {}
+    args.oblong_shapes = [s for s in oblong_shapes(oblong)
+                          if (given["ops"] is None or s["op"] in given["ops"])
+                          and (given["dtypes"] is None or s["dtype"] in given["dtypes"])]
     args.subset = any(v is not None for v in (args.ops, args.dtypes, args.batches, args.sizes,
                                               args.strategies, args.matmul_cells, args.only,
                                               args.shard, args.random, args.seed))
@@ -512,6 +632,16 @@ def parse_args(argv=None):
     forwarded += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
     forwarded += ["--no-torch"] if args.no_torch else []
     forwarded += ["--cpu-smoke"] if not gpu else []
+    args.oblong_bench_args = None
+    if args.oblong_shapes:
+        # Its own repeats; the strategies are set per cell (oblong_strategies).
+        own = ["--max-input-gb", str(args.max_input_gb), "--jax-limit-s", str(args.jax_limit_s)]
+        repeats = given["repeats"] or oblong.get("repeats")
+        own += ["--repeats", str(repeats)] if repeats else []
+        own += ["--min-repeats", str(args.min_repeats)] if args.min_repeats else []
+        own += ["--no-torch"] if args.no_torch else []
+        own += ["--cpu-smoke"] if not gpu else []
+        args.oblong_bench_args = bench.parse_args(own)
     args.random_bench_args = None
     if args.random_args:
         # The random part times `auto` (and "enabled"), with its own repeats and JAX limit;
@@ -621,6 +751,7 @@ def main(argv=None) -> int:
     before_square = (earlier.get("square") or {})
     before_mm = (earlier.get("matmul") or {})
     before_random = (earlier.get("random") or {})
+    before_oblong = (earlier.get("oblong") or {})
     if earlier.get("sharded"):  # measured on a multi-GPU host by benchmarks.sharded: kept
         doc["sharded"] = earlier["sharded"]
     if before_square:
@@ -628,13 +759,15 @@ def main(argv=None) -> int:
             square_args[axis] = list(dict.fromkeys(list(square_args[axis] or [])
                                                    + list(before_square["args"].get(axis, []))))
 
-    def checkpoint(cells=None, total=None, rows=None, entries=None):
+    def checkpoint(cells=None, total=None, rows=None, entries=None, oblong=None):
         if cells is not None:
             doc["square"] = square_part(env, square_args, cells, total)
         if rows is not None:
             doc["matmul"] = matmul_part(env, mm_args, rows, len(args.matmul_cells))
         if entries is not None:
             doc["random"] = random_part(env, random_args, entries)
+        if oblong is not None:
+            doc["oblong"] = oblong_part(env, oblong_args, oblong)
         write_report(out, doc, headline=args.headline)
 
     if before_mm and not args.matmul_cells:
@@ -644,6 +777,13 @@ def main(argv=None) -> int:
     random_args = args.random_args
     if before_random and not random_args:
         doc["random"] = before_random
+    if before_oblong and not args.oblong_shapes:
+        doc["oblong"] = before_oblong
+    keys = {_oblong_key(s) for s in args.oblong_shapes} | {
+        _oblong_key(c) for c in before_oblong.get("cells", ())}
+    oblong_args = {"shapes": len(args.oblong_shapes), "total": len(keys),
+                   "repeats": (args.oblong_bench_args.repeats if args.oblong_bench_args
+                               else None), "no_torch": args.no_torch}
     if args.ops:
         cells = run_grid(args, bench_args, torch, lambda c, t: checkpoint(c, t),
                          before_square.get("cells", ()))
@@ -674,12 +814,17 @@ def main(argv=None) -> int:
         entries = run_random(args, rb, shapes, lambda e: checkpoint(entries=e),
                              before_random.get("shapes", ()) if same_seed else ())
         checkpoint(entries=entries)
+    if args.oblong_shapes:
+        cells = run_oblong(args, args.oblong_bench_args, torch, args.oblong_shapes,
+                           lambda c: checkpoint(oblong=c), before_oblong.get("cells", ()))
+        checkpoint(oblong=cells)
     finish(doc, out, args, args.headline)
     print(f"\n# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")
           + f" ({time.perf_counter() - args.started:.0f} s)\n")
     print(render.brief(doc), flush=True)
     square_failures = render.failures((doc.get("square") or {}).get("cells", []))
     random_failures = render.failures((doc.get("random") or {}).get("shapes", []))
+    random_failures += render.failures((doc.get("oblong") or {}).get("cells", []))
     mm_failed = [r for r in (doc.get("matmul") or {}).get("cells", [])
                  if "failed" in r["impls"].get("jcm", {}) or r["impls"].get("jcm", {}).get(
                      "ok") is False]
@@ -767,6 +912,16 @@ def render_files(args) -> int:
                 if e.get("measured_at", 0) >= entries.get(e["index"], {}).get("measured_at", 0):
                     entries[e["index"]] = e
         doc["random"] = random_part(last["environment"], last["args"], list(entries.values()))
+    oblongs = [p for k, p in parts if k == "oblong"]
+    if oblongs:
+        merged = {}
+        for part in oblongs:
+            for c in part["cells"]:
+                if c.get("measured_at", 0) >= merged.get(_oblong_key(c), {}).get("measured_at",
+                                                                                   0):
+                    merged[_oblong_key(c)] = c
+        last = dict(oblongs[-1]["args"], total=len(merged))
+        doc["oblong"] = oblong_part(oblongs[-1]["environment"], last, list(merged.values()))
     shardeds = [p for k, p in parts if k == "sharded"]
     if shardeds:
         doc["sharded"] = shardeds[-1]

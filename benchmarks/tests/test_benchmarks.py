@@ -656,3 +656,50 @@ def test_tiny_section_times_each_batch_and_the_rate_against_the_peak():
     assert len(rows) == 2 and "4.8 TB/s" in text
     assert "of peak" in text and render.tiny_markdown(cells, "Unknown GPU").count("%") == 0
     assert render.tiny_markdown(cells[-1:], "NVIDIA H200") == ""
+
+
+def test_oblong_cells_and_sweep_expand_and_bad_ones_are_refused():
+    report = importlib.import_module("benchmarks.report")
+    shapes = report.oblong_shapes({
+        "cells": [["svd", "float32", 300, 900, 100]],
+        "sweep": {"ops": ["lstsq", "qr"], "dtype": "float64", "batch": 4, "n": 64,
+                  "ratios": [0.125, 1, 32]}})
+    assert shapes[0] == {"op": "svd", "dtype": "float32", "batch": 300, "m": 900, "n": 100,
+                         "nrhs": None}
+    assert [(s["op"], s["m"], s["nrhs"]) for s in shapes[1:]] == [
+        ("lstsq", 8, 1), ("lstsq", 64, 1), ("lstsq", 2048, 1), ("qr", 8, None), ("qr", 64, None),
+        ("qr", 2048, None)]
+    for bad, match in (({"cells": [["svd", "float32", 3, 9]]}, "op, dtype, batch, m, n"),
+                       ({"cells": [["nope", "float32", 3, 9, 3]]}, "unknown oblong op"),
+                       ({"cells": [["svd", "float16", 3, 9, 3]]}, "dtype"),
+                       ({"sweep": {"ops": ["svd"]}}, "sweep takes exactly"),
+                       ({"cell": []}, "unknown oblong keys")):
+        with pytest.raises(ValueError, match=match):
+            report.oblong_shapes(bad)
+    assert report.load_grids()["grids"]["oblong"]["oblong"]["cells"]
+
+
+@pytest.mark.parametrize("op,m,n,blocked", [("svd", 900, 100, True), ("svd", 10, 20, True),
+                                            ("svd", 64, 64, False), ("pinv", 64, 33, False),
+                                            ("lstsq", 1024, 64, True), ("qr", 2048, 64, False),
+                                            ("lstsq_auto", 1024, 64, False)])
+def test_oblong_cells_time_the_qr_first_svd_where_it_runs(op, m, n, blocked):
+    report = importlib.import_module("benchmarks.report")
+    strategies = report.oblong_strategies({"op": op, "m": m, "n": n})
+    assert strategies == ["auto"] + ["blocked"] * blocked
+
+
+def test_oblong_section_gives_each_cells_times_and_speedups():
+    render = importlib.import_module("benchmarks.render")
+    cell = {"op": "svd", "dtype": "float32", "batch": 300, "m": 900, "n": 100, "status": "ok",
+            "explain": {"strategy": "looped", "lanes": 8},
+            "impls": {"jax": {"median_ms": 1150.0}, "torch": {"median_ms": 1180.0},
+                      "jcm:auto": {"median_ms": 211.0, "ok": True},
+                      "jcm:blocked": {"median_ms": 46.0, "ok": True}}}
+    text = render.oblong_markdown({"cells": [cell]})
+    assert ("| svd | float32 | 300x900x100 | 9 | 1150 | 1180 | 211 | 46 | 5.45x | 25.00x | "
+            "looped |") in text
+    doc = {"gpu": "NVIDIA H200", "oblong": {"cells": [cell]}}
+    assert "## Tall-skinny and wide" in render.report_markdown(doc, {}, None)
+    assert "oblong: 1 cells, auto vs JAX geomean 5.45x, min 5.45x; 0 failures" in \
+        render.brief(doc)
