@@ -823,11 +823,12 @@ def _save(fig, path, plt):
             f.write(buffer.getvalue())
 
 
-def plot(cells: list[dict], rows: list[dict], folder: str, plt) -> dict:
+def plot(cells: list[dict], rows: list[dict], folder: str, plt, gpu: str | None = None) -> dict:
     """Into `folder`: overview.png (per op and dtype the geometric mean and range of the
     speed-up), per op <op>_speedup.png (heat map, batch x n, a panel per dtype) and
-    <op>_times.png (ms against n, a panel per dtype x batch, a line per implementation), and
-    matmul.png. Returns {name: [file names]}."""
+    <op>_times.png (ms against n, a panel per dtype x batch, a line per implementation),
+    tiny_batch.png (the tiny cells' ms against the batch) and matmul.png. Returns {name: [file
+    names]}."""
     import numpy as np
 
     os.makedirs(folder, exist_ok=True)
@@ -912,6 +913,10 @@ def plot(cells: list[dict], rows: list[dict], folder: str, plt) -> dict:
         _save(fig, os.path.join(folder, files[-1]), plt)
         figures[op] = files
 
+    tiny = _plot_tiny_batches(cells, folder, plt, gpu)
+    if tiny:
+        figures["tiny"] = [tiny]
+
     measured = [r for r in rows if "tflops" in r["impls"].get("xla", {})]
     if measured:
         names = [n for n in ("xla", "jcm", "torch") if any(n in r["impls"] for r in measured)]
@@ -934,6 +939,53 @@ def plot(cells: list[dict], rows: list[dict], folder: str, plt) -> dict:
         _save(fig, os.path.join(folder, "matmul.png"), plt)
         figures["matmul"] = ["matmul.png"]
     return figures
+
+
+def _plot_tiny_batches(cells: list[dict], folder: str, plt, gpu: str | None) -> str | None:
+    """tiny_batch.png: for each op and dtype with tiny cells (n <= TINY_MAX_N) at two batches
+    or more, ms against the batch at the largest such n, a line per implementation, and the
+    time to read and write the call's bytes at the GPU's peak bandwidth (dashed) where known.
+    The file name, or None where there is nothing to draw."""
+    tiny = [c for c in cells if c["n"] <= TINY_MAX_N and _median(c, "jcm:auto")]
+    panels = {}
+    for c in tiny:
+        panels.setdefault((c["op"], c["dtype"]), []).append(c)
+    panels = {key: [c for c in group if c["n"] == max(g["n"] for g in group)]
+              for key, group in panels.items()}
+    panels = {key: group for key, group in panels.items()
+              if len({c["batch"] for c in group}) >= 2}
+    if not panels:
+        return None
+    peak = peak_bandwidth(gpu) if gpu else None
+    columns = min(4, len(panels))
+    rows_ = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows_, columns, squeeze=False, figsize=(3.2 * columns, 2.6 * rows_))
+    for ax, ((op, dtype), group) in zip(axes.flat, panels.items()):
+        group = sorted(group, key=lambda c: c["batch"])
+        for color, name in enumerate(("jax", "torch", "jcm:auto")):
+            points = [(c["batch"], t) for c in group if (t := _median(c, name))]
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, color=f"C{color}",
+                        label=name.replace("jcm:", "jcm "), linewidth=2 if name != "torch" else 1)
+        if peak:
+            points = [(c["batch"], c["bytes"] / peak * 1e3) for c in group if c.get("bytes")]
+            if points:
+                ax.plot(*zip(*points), linestyle="--", color="grey", label="bytes at peak")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{op} {dtype} n={group[0]['n']}", fontsize=9)
+        ax.set_xlabel("batch")
+        ax.set_ylabel("ms")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    legend = {}  # every panel's lines: the first panel may lack PyTorch's
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=max(1, len(legend)),
+               fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    _save(fig, os.path.join(folder, "tiny_batch.png"), plt)
+    return "tiny_batch.png"
 
 
 # --- docs/benchmarks.md -------------------------------------------------------------------------

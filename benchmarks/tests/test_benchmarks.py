@@ -703,3 +703,18 @@ def test_oblong_section_gives_each_cells_times_and_speedups():
     assert "## Tall-skinny and wide" in render.report_markdown(doc, {}, None)
     assert "oblong: 1 cells, auto vs JAX geomean 5.45x, min 5.45x; 0 failures" in \
         render.brief(doc)
+
+
+def test_tiny_cells_at_several_batches_get_a_time_against_batch_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    render = importlib.import_module("benchmarks.render")
+    plt = render.import_pyplot()[0]
+
+    def cell(op, n, batch):
+        return {"op": op, "dtype": "float32", "n": n, "batch": batch, "bytes": 32 * batch,
+                "impls": {"jax": {"median_ms": 0.01 * batch}, "jcm:auto": {"median_ms": 0.001}}}
+    one_batch = [cell("svd", 3, 100), cell("svd", 16, 100), cell("svd", 16, 1000)]
+    assert render._plot_tiny_batches(one_batch, str(tmp_path), plt, "NVIDIA H200") is None
+    cells = one_batch + [cell("svd", 3, 1000), cell("svd", 2, 10)]
+    figures = render.plot(cells, [], str(tmp_path), plt, "NVIDIA H200")
+    assert figures["tiny"] == ["tiny_batch.png"] and (tmp_path / "tiny_batch.png").exists()
