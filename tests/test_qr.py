@@ -19,6 +19,8 @@ from jax_cusolver_ms.qr import householder_product, ormqr, qr, qr_multiply
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    TINY_KERNEL_BATCH,
+    TINY_KERNEL_N,
     assert_rejects_dtype,
     condition_number,
     conj_t,
@@ -30,6 +32,7 @@ from conftest import (
     random_rhs,
     rel_err,
     requires_gpu,
+    rotated_grid,
     rtol_for,
     strategy_grid,
     widened,
@@ -133,6 +136,35 @@ def test_batched_kernels_match_lapack(rng, dtype, shape):
             got = ormqr(hh, taus, c, left=left, transpose=transpose, strategy="batched")
             want = jax.lax.linalg.ormqr(hh, taus, c, left=left, transpose=transpose)
             assert rel_err(got, want) <= tol, (left, transpose)
+
+
+@requires_gpu
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, TINY_KERNEL_N), ids=ids)
+def test_tiny_qr_kernels_over_blocks_match_lapack(rng, n, dtype):
+    """The thread-per-matrix kernels (square n <= 4), over several blocks of matrices: random
+    ones, and among them a zero column (tau 0), an upper triangle (nothing below the diagonal)
+    and graded columns; the raw factor and taus as LAPACK's ?geqrf, Q from all n reflectors and
+    from the first n - 1 (?org2r with k < n)."""
+    a = random_matrix(rng, (TINY_KERNEL_BATCH, n, n), dtype, "general")
+    a[1, :, 0] = 0
+    a[2] = np.triu(a[2])
+    a[3] = a[3] * np.logspace(0, -5, n)[None, :].astype(a.real.dtype)
+    assert jcm.explain("qr", a.shape, dtype, strategy="batched").strategy == "batched"
+    q, r = qr(a, strategy="batched")
+    check_qr(a, q, r, "reduced", dtype)
+    h, taus = qr(a, mode="raw", strategy="batched")
+    geqrf = scipy.linalg.lapack.get_lapack_funcs(("geqrf",), dtype=np.dtype(dtype))[0]
+    tol = rtol_for(dtype, n, 1e5)
+    for i in range(a.shape[0]):
+        h_ref, taus_ref, _, info = geqrf(np.asarray(a[i]))
+        assert info == 0
+        assert rel_err(np.swapaxes(np.asarray(h[i]), -1, -2), h_ref, 1) <= tol, i
+        assert rel_err(np.asarray(taus[i]), taus_ref, 1) <= tol, i
+    hh = jnp.swapaxes(h, -1, -2)
+    for k in {n, max(n - 1, 1)}:
+        got = householder_product(hh, taus[..., :k], strategy="batched")
+        want = jax.lax.linalg.householder_product(hh, taus[..., :k])
+        assert rel_err(got, want) <= tol, k
 
 
 @requires_gpu

@@ -200,11 +200,11 @@ inline SmallLaunch small_launch(int64_t count, int n, size_t fill_smem = 0) {
   return launch;
 }
 
-// The tiny kernels (n <= 4: LU, Cholesky, eigh and SVD's _kernels.cu): one thread per matrix, the
-// matrix in registers, kTinyThreads matrices a block. A block's matrices are contiguous in global
-// memory and go through shared memory both ways, so that a warp's global accesses are
-// coalesced: a thread reading its own n * n entries would make a warp touch n * n times as many
-// sectors, each for a few bytes.
+// The tiny kernels (n <= 4: LU, Cholesky, QR, eigh and SVD's _kernels.cu): one thread per
+// matrix, the matrix in registers, kTinyThreads matrices a block. A block's matrices are
+// contiguous in global memory and go through shared memory both ways, so that a warp's global
+// accesses are coalesced: a thread reading its own n * n entries would make a warp touch n * n
+// times as many sectors, each for a few bytes.
 constexpr int kTinyThreads = 128;
 
 // The stride of a thread's item in the stage: odd, so that the threads of a warp, each at the

@@ -60,6 +60,9 @@ inline constexpr int64_t kCholeskyMaxBlock = 1024;
 // QR (qr_kernels.h): the kernels' shared-memory scratch is n elements of the dtype, n the columns
 // (for ormqr: the dimension of C the reflectors do not run along).
 inline constexpr int64_t kQrKernelMaxN = 1024;
+// Up to this n a square matrix's geqr2_batched and org2r_batched give it a thread (its entries
+// in registers).
+inline constexpr int64_t kQrTinyMaxN = 4;
 
 // LDL^T (ldl_kernels.h): the factor kernel (?sytf2, 2 n elements of shared memory), the
 // warp-per-matrix and small-block kernels, the widest panel of the blocked factorization and of

@@ -163,6 +163,117 @@ __global__ void __launch_bounds__(kThreads)
   if (ld_shared) copy_matrix(c_global, m, c, ldc, m, n);
 }
 
+// Square n <= kQrTinyMaxN (geqr2_batched): a thread per matrix, its entries in registers
+// (a[i][j] = A(i, j)), through the stage both ways (kernel_util.cuh tiny_load); tau written
+// directly. geqr2_kernel's ?larfg and reflector steps, the column's sum of squares in double as
+// there. Every index is a constant, so nothing goes to local memory.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    geqr2_tiny_kernel(int64_t count, T* a_all, T* tau_all) {
+  using R = typename real_of<T>::type;
+  const TinyThread<T> me = tiny_begin(count, a_all, N * N);
+  T a[N][N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a[i][j] = me.active ? me.mine[i + j * N] : T(0);
+  }
+  T tau[N];
+#pragma unroll
+  for (int c = 0; c < N; ++c) {
+    double sum_sq = 0;
+#pragma unroll
+    for (int i = c + 1; i < N; ++i) sum_sq += abs2(a[i][c]);
+    const T alpha = a[c][c];
+    const R alphr = real_part(alpha), alphi = imag_part(alpha);
+    const R xnorm = static_cast<R>(sqrt(sum_sq));
+    T t = T(0), scale = T(0);
+    const bool identity = (xnorm == R(0) && alphi == R(0)) || (!is_complex_v<T> && c == N - 1);
+    if (!identity) {
+      const R beta = -copysign(hypot(hypot(alphr, alphi), xnorm), alphr);
+      if constexpr (is_complex_v<T>) {
+        t = T((beta - alphr) / beta, -alphi / beta);
+      } else {
+        t = T((beta - alphr) / beta);
+      }
+      scale = T(1) / (alpha - T(beta));
+      a[c][c] = T(beta);
+    }
+    tau[c] = t;
+    if (t != T(0)) {
+      const T applied = conj_of(t);  // H(c)^H, as geqr2_kernel's apply_reflector_left
+#pragma unroll
+      for (int i = c + 1; i < N; ++i) a[i][c] *= scale;
+#pragma unroll
+      for (int j = c + 1; j < N; ++j) {
+        T s = a[c][j];
+#pragma unroll
+        for (int i = c + 1; i < N; ++i) s += conj_of(a[i][c]) * a[i][j];
+        const T ts = applied * s;
+        a[c][j] -= ts;
+#pragma unroll
+        for (int i = c + 1; i < N; ++i) a[i][j] -= a[i][c] * ts;
+      }
+    }
+  }
+  if (me.active) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
+    }
+#pragma unroll
+    for (int c = 0; c < N; ++c) tau_all[me.item() * N + c] = tau[c];
+  }
+  tiny_store(a_all, me.stage, me.block, N * N);
+}
+
+// Square n <= kQrTinyMaxN, k <= n reflectors (org2r_batched): a thread per matrix, as
+// geqr2_tiny_kernel; org2r_kernel's steps. A step c >= k is predicated off, so that every index
+// stays a constant.
+template <typename T, int N>
+__global__ void __launch_bounds__(kTinyThreads)
+    org2r_tiny_kernel(int64_t count, int k, T* a_all, const T* tau_all) {
+  const TinyThread<T> me = tiny_begin(count, a_all, N * N);
+  T a[N][N], tau[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    tau[j] = me.active && j < k ? tau_all[me.item() * k + j] : T(0);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      // Columns k.. start as the unit matrix's.
+      a[i][j] = j >= k ? T(i == j ? 1 : 0) : me.active ? me.mine[i + j * N] : T(0);
+    }
+  }
+#pragma unroll
+  for (int c = N - 1; c >= 0; --c) {
+    if (c >= k) continue;
+    const T t = tau[c];
+#pragma unroll
+    for (int j = c + 1; j < N; ++j) {
+      T s = a[c][j];
+#pragma unroll
+      for (int i = c + 1; i < N; ++i) s += conj_of(a[i][c]) * a[i][j];
+      const T ts = t * s;
+      a[c][j] -= ts;
+#pragma unroll
+      for (int i = c + 1; i < N; ++i) a[i][j] -= a[i][c] * ts;
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      a[i][c] = i < c ? T(0) : i == c ? T(1) - t : a[i][c] * (-t);
+    }
+  }
+  if (me.active) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
+    }
+  }
+  tiny_store(a_all, me.stage, me.block, N * N);
+}
+
 }  // namespace
 
 template <typename T>
@@ -171,6 +282,15 @@ cudaError_t geqr2_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t
   using D = typename device_type<T>::type;
   if (count <= 0 || m <= 0 || n <= 0) return cudaSuccess;
   if (n > kQrKernelMaxN || m > INT32_MAX / n || count > INT32_MAX) return cudaErrorInvalidValue;
+  if (m == n && n <= limits::kQrTinyMaxN) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      geqr2_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, reinterpret_cast<D*>(a), reinterpret_cast<D*>(tau));
+      return cudaGetLastError();
+    });
+  }
   const MatrixPlace place = place_matrix(m, n, sizeof(D), 2 * sizeof(D));
   if (cudaError_t err = allow_shared(geqr2_kernel<D>, place.smem_bytes); err != cudaSuccess) {
     return err;
@@ -188,6 +308,15 @@ cudaError_t org2r_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t
   if (count <= 0 || m <= 0 || n <= 0) return cudaSuccess;
   if (n > kQrKernelMaxN || m > INT32_MAX / n || count > INT32_MAX || k > n || n > m) {
     return cudaErrorInvalidValue;
+  }
+  if (m == n && n <= limits::kQrTinyMaxN) {
+    return with_tiny_n(n, [&](auto order) {
+      constexpr int N = decltype(order)::value;
+      org2r_tiny_kernel<D, N><<<tiny_blocks(count), kTinyThreads,
+                                tiny_stage_bytes(N * N, sizeof(D)), stream>>>(
+          count, static_cast<int>(k), reinterpret_cast<D*>(a), reinterpret_cast<const D*>(tau));
+      return cudaGetLastError();
+    });
   }
   const MatrixPlace place = place_matrix(m, n, sizeof(D), 0);
   if (cudaError_t err = allow_shared(org2r_kernel<D>, place.smem_bytes); err != cudaSuccess) {
