@@ -255,12 +255,26 @@ __device__ inline TinyBlock tiny_block(int64_t count) {
 
 // The block's items of `size` entries from src (one after the other) into the stage (item t at
 // t * tiny_stride(size)), read coalesced; ends with a barrier. Every thread of the block calls.
+// Each thread has kTinyLoadsInFlight loads issued before it stores the first to the stage: a
+// load, then its store, then the next load would wait out the memory's latency once per entry.
+constexpr int kTinyLoadsInFlight = 8;
 template <typename T>
 __device__ void tiny_load(T* stage, const T* src, TinyBlock block, int size) {
   const T* from = src + block.first * size;
   const int stride = tiny_stride(size);
-  for (int e = threadIdx.x; e < block.items * size; e += blockDim.x) {
-    stage[(e / size) * stride + e % size] = from[e];
+  const int total = block.items * size;
+  for (int base = threadIdx.x; base < total; base += kTinyLoadsInFlight * kTinyThreads) {
+    T loaded[kTinyLoadsInFlight];
+#pragma unroll
+    for (int u = 0; u < kTinyLoadsInFlight; ++u) {
+      const int e = base + u * kTinyThreads;
+      if (e < total) loaded[u] = from[e];
+    }
+#pragma unroll
+    for (int u = 0; u < kTinyLoadsInFlight; ++u) {
+      const int e = base + u * kTinyThreads;
+      if (e < total) stage[(e / size) * stride + e % size] = loaded[u];
+    }
   }
   __syncthreads();
 }
