@@ -233,54 +233,72 @@ def _stale(cell: dict, args, bench_args) -> bool:
 
 # --- the random shapes ----------------------------------------------------------------------------
 
-def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dict]:
-    """Measures each drawn shape with bench.run_cell (`auto` against JAX; torch is not timed);
-    `done`: entries of an earlier run with the same seed (--resume), kept where they are the
-    shape drawn at their index and not stale (_stale). `write(entries)` after every shape."""
-    earlier = {e.get("index"): e for e in done}
-
-    def kept_at(i):
-        e = earlier.get(i)
-        return e if e is not None and all(e.get(k) == v for k, v in shapes[i].items()) else None
-
-    entries = []
-    bar = _progress(len(shapes), "random")
+def _run_shapes(args, shapes: list[dict], earlier_at, stale, measure, write, desc: str,
+                label, outside=()) -> list[dict]:
+    """Measures `shapes` in order and returns the results: `earlier_at(i)` is an earlier run's
+    result for shape i (--resume) or None, kept unless `stale(result)`; `measure(i, shape)`
+    measures one (a runner's exception is recorded as the result); `outside`: earlier results
+    of shapes not in this run, kept after them. `write(results)` after every shape, the earlier
+    results not reached yet included, so that a run killed mid-shape loses none."""
+    results = []
+    bar = _progress(len(shapes), desc)
     budget = getattr(args, "budget_s", None)
     started = getattr(args, "started", None) or time.perf_counter()
     try:
         for index, shape in enumerate(shapes):
             t0 = time.perf_counter()
             if budget is not None and t0 - started >= budget:
-                left = [e for i in range(index, len(shapes)) if (e := kept_at(i))]
-                entries += left
-                write(entries)
-                print(f"\n# --budget-s {budget:g} spent: {len(shapes) - index} random shapes "
+                left = [e for i in range(index, len(shapes)) if (e := earlier_at(i))]
+                results += left + list(outside)
+                write(results)
+                print(f"\n# --budget-s {budget:g} spent: {len(shapes) - index} {desc} shapes "
                       f"not reached ({len(left)} of them kept from the earlier run) for --resume",
                       flush=True)
                 break
-            kept = kept_at(index)
-            if kept is not None and not _stale(kept, args, bench_args):
-                entry = kept
-            else:
+            result = earlier_at(index)
+            if result is None or stale(result):
                 try:
-                    entry = bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
-                                           shape["n"], bench_args, None,
-                                           seed=bench_args.seed + index, rows=shape["m"],
-                                           nrhs=shape["nrhs"])
+                    result = measure(index, shape)
                 except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
-                    entry = {**shape, "impls": {}, "status": "error",
-                             "note": "runner: " + bench.short(exc),
-                             "traceback": traceback.format_exc()}
-                entry.update(index=index, measured_at=round(time.time(), 1),
-                             seconds=round(time.perf_counter() - t0, 2))
-            entries.append(entry)
-            # The earlier run's shapes not reached yet go into every checkpoint (as run_grid's).
-            write(entries + [e for i in range(index + 1, len(shapes)) if (e := kept_at(i))])
-            _done(bar, f"random {index + 1}/{len(shapes)}", random_shapes.label(shape), entry)
+                    result = {**{k: v for k, v in shape.items() if v is not None}, "impls": {},
+                              "status": "error", "note": "runner: " + bench.short(exc),
+                              "traceback": traceback.format_exc()}
+                result.update(measured_at=round(time.time(), 1),
+                              seconds=round(time.perf_counter() - t0, 2))
+            results.append(result)
+            write(results + [e for i in range(index + 1, len(shapes)) if (e := earlier_at(i))]
+                  + list(outside))
+            _done(bar, f"{desc} {index + 1}/{len(shapes)}", label(shape), result)
+        else:
+            results += list(outside)
     finally:
         if bar is not None:
             bar.close()
-    return entries
+    return results
+
+
+def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dict]:
+    """Measures each drawn shape with bench.run_cell (`auto` against JAX; torch is not timed);
+    `done`: entries of an earlier run with the same seed (--resume), kept where they are the
+    shape drawn at their index and not stale (_stale). `write(entries)` after every shape."""
+    earlier = {e.get("index"): e for e in done}
+
+    def earlier_at(i):
+        e = earlier.get(i)
+        return e if e is not None and all(e.get(k) == v for k, v in shapes[i].items()) else None
+
+    def measure(index, shape):
+        return bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"], shape["n"],
+                              bench_args, None, seed=bench_args.seed + index, rows=shape["m"],
+                              nrhs=shape["nrhs"])
+
+    def indexed(entries):  # a new entry, measured or failed, says which shape it is
+        for index, entry in enumerate(entries[:len(shapes)]):
+            entry.setdefault("index", index)
+        write(entries)
+
+    return _run_shapes(args, shapes, earlier_at, lambda e: _stale(e, args, bench_args), measure,
+                       indexed, "random", random_shapes.label)
 
 
 # --- tall-skinny and wide ---------------------------------------------------------------------
@@ -332,50 +350,23 @@ def run_oblong(args, bench_args, torch, shapes: list[dict], write, done=()) -> l
     `write(cells)` after every cell."""
     earlier = {_oblong_key(c): c for c in done}
     wanted = {_oblong_key(s) for s in shapes}
-    outside = [c for key, c in earlier.items() if key not in wanted]
-    cells = []
-    bar = _progress(len(shapes), "oblong")
-    budget = getattr(args, "budget_s", None)
-    started = getattr(args, "started", None) or time.perf_counter()
-    try:
-        for index, shape in enumerate(shapes):
-            t0 = time.perf_counter()
-            key = _oblong_key(shape)
-            if budget is not None and t0 - started >= budget:
-                cells += [earlier[_oblong_key(s)] for s in shapes[index:]
-                          if _oblong_key(s) in earlier] + outside
-                write(cells)
-                print(f"\n# --budget-s {budget:g} spent: {len(shapes) - index} oblong cells "
-                      "not reached, for --resume", flush=True)
-                break
-            kept = earlier.get(key)
-            own = copy.copy(bench_args)
-            own.strategies = oblong_strategies(shape)
-            if kept is not None and not _stale(kept, args, own):
-                cell = kept
-            else:
-                try:
-                    cell = bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
-                                          shape["n"], own, torch, seed=own.seed + index,
-                                          rows=shape["m"], nrhs=shape["nrhs"])
-                except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
-                    cell = {**{k: v for k, v in shape.items() if v is not None}, "impls": {},
-                            "status": "error", "note": "runner: " + bench.short(exc),
-                            "traceback": traceback.format_exc()}
-                cell.update(measured_at=round(time.time(), 1),
-                            seconds=round(time.perf_counter() - t0, 2))
-            cells.append(cell)
-            write(cells + [earlier[_oblong_key(s)] for s in shapes[index + 1:]
-                           if _oblong_key(s) in earlier] + outside)
-            _done(bar, f"oblong {index + 1}/{len(shapes)}",
-                  f"{shape['op']} {shape['dtype']} {shape['batch']}x{shape['m']}x{shape['n']}",
-                  cell)
-        else:
-            cells += outside
-    finally:
-        if bar is not None:
-            bar.close()
-    return cells
+
+    def own_args(shape):
+        own = copy.copy(bench_args)
+        own.strategies = oblong_strategies(shape)
+        return own
+
+    def measure(index, shape):
+        own = own_args(shape)
+        return bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
+                              shape["n"], own, torch, seed=own.seed + index, rows=shape["m"],
+                              nrhs=shape["nrhs"])
+
+    return _run_shapes(
+        args, shapes, lambda i: earlier.get(_oblong_key(shapes[i])),
+        lambda c: _stale(c, args, own_args(c)), measure, write, "oblong",
+        lambda s: f"{s['op']} {s['dtype']} {s['batch']}x{s['m']}x{s['n']}",
+        [c for key, c in earlier.items() if key not in wanted])
 
 
 def oblong_part(env: dict, run_args: dict, cells: list[dict]) -> dict:

@@ -303,8 +303,30 @@ __device__ TinyThread<T> tiny_begin(int64_t count, const T* src, int size) {
   return t;
 }
 
-// The reverse: the stage's items to dst, written coalesced, after a barrier (every thread has
-// put its item in the stage). Every thread of the block calls.
+// The thread's item from the stage into registers, a[i][j] = A(i, j) (column-major N x N);
+// `fill` in every entry where the thread has no item.
+template <typename T, int N>
+__device__ inline void tiny_get(const TinyThread<T>& me, T (&a)[N][N], T fill) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) a[i][j] = me.active ? me.mine[i + j * N] : fill;
+  }
+}
+
+// The reverse: registers into the thread's item in the stage (nothing without an item).
+template <typename T, int N>
+__device__ inline void tiny_put(const TinyThread<T>& me, const T (&a)[N][N]) {
+  if (!me.active) return;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
+  }
+}
+
+// The reverse of tiny_load: the stage's items to dst, written coalesced, after a barrier (every
+// thread has put its item in the stage). Every thread of the block calls.
 template <typename T>
 __device__ void tiny_store(T* dst, const T* stage, TinyBlock block, int size) {
   __syncthreads();

@@ -306,12 +306,8 @@ __global__ void __launch_bounds__(kTinyThreads)
       for (int i = 0; i < N; ++i) a[i][j] = nan;
     }
   }
+  tiny_put(me, a);
   if (me.active) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
-    }
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       pivots_all[me.item() * N + k] = pivots[k];
@@ -330,11 +326,7 @@ __global__ void __launch_bounds__(kTinyThreads)
                       const T* b_all, T* x_all) {
   const TinyThread<T> me = tiny_begin(count, lu_all, N * N);
   T f[N][N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) f[i][j] = me.active ? me.mine[i + j * N] : T(1);
-  }
+  tiny_get(me, f, T(1));
   int pivots[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) pivots[k] = me.active ? pivots_all[me.item() * N + k] : k;

@@ -33,9 +33,34 @@ __device__ void apply_reflector_left(T* a, int lda, int m, int n, int c, T t) {
   __syncthreads();
 }
 
+// LAPACK ?larfg for a column whose head is alpha and whose tail (below it) has norm xnorm: the
+// reflector's tau, the factor that scales the tail into v (1 / (alpha - beta)) and the column's
+// new head (beta). H = I (tau 0, the head kept) where the tail is zero and alpha real, and for
+// real T where the column has one row (complex ?larfg still makes alpha real there).
+template <typename T>
+struct Reflector {
+  T tau, scale, head;
+};
+template <typename T>
+__device__ inline Reflector<T> larfg(T alpha, typename real_of<T>::type xnorm, bool one_row) {
+  using R = typename real_of<T>::type;
+  const R alphr = real_part(alpha), alphi = imag_part(alpha);
+  if ((xnorm == R(0) && alphi == R(0)) || (!is_complex_v<T> && one_row)) {
+    return {T(0), T(0), alpha};
+  }
+  const R beta = -copysign(hypot(hypot(alphr, alphi), xnorm), alphr);
+  T tau;
+  if constexpr (is_complex_v<T>) {
+    tau = T((beta - alphr) / beta, -alphi / beta);
+  } else {
+    tau = T((beta - alphr) / beta);
+  }
+  return {tau, T(1) / (alpha - T(beta)), T(beta)};
+}
+
 // One block per matrix (column-major m x n), LAPACK ?geqr2: column c gets its reflector from
-// ?larfg (beta = -sign(re alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x / (alpha -
-// beta)), then H(c)^H is applied to the columns right of it. ld_shared > 0: the matrix is
+// ?larfg (larfg above: beta = -sign(re alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x /
+// (alpha - beta)), then H(c)^H is applied to the columns right of it. ld_shared > 0: the matrix is
 // worked on in shared memory (MatrixPlace).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -55,25 +80,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = c + 1 + tid; i < m; i += blockDim.x) partial += abs2(A(i, c));
     const double sum_sq = block_reduce(partial, [](double x, double y) { return x + y; });
     if (tid == 0) {
-      const T alpha = A(c, c);
-      const R alphr = real_part(alpha), alphi = imag_part(alpha);
-      const R xnorm = static_cast<R>(sqrt(sum_sq));
-      T t = T(0), scale = T(0);
-      // Real ?larfg returns H = I for a single row; complex ?larfg still makes alpha real.
-      const bool identity = (xnorm == R(0) && alphi == R(0)) || (!is_complex_v<T> && m - c <= 1);
-      if (!identity) {
-        const R beta = -copysign(hypot(hypot(alphr, alphi), xnorm), alphr);
-        if constexpr (is_complex_v<T>) {
-          t = T((beta - alphr) / beta, -alphi / beta);
-        } else {
-          t = T((beta - alphr) / beta);
-        }
-        scale = T(1) / (alpha - T(beta));
-        A(c, c) = T(beta);
-      }
-      tau[c] = t;
-      step[0] = scale;
-      step[1] = t;
+      const Reflector<T> h = larfg(A(c, c), static_cast<R>(sqrt(sum_sq)), m - c <= 1);
+      A(c, c) = h.head;
+      tau[c] = h.tau;
+      step[0] = h.scale;
+      step[1] = h.tau;
     }
     __syncthreads();
     const T scale = step[0], t = step[1];
@@ -163,6 +174,22 @@ __global__ void __launch_bounds__(kThreads)
   if (ld_shared) copy_matrix(c_global, m, c, ldc, m, n);
 }
 
+// apply_reflector_left on a thread's registers: A(c:N, c+1:N) -= (t v^H A(c:N, c+1:N)) v with
+// v = (1, A(c+1:N, c)). c must be a constant once unrolled (a register index).
+template <typename T, int N>
+__device__ inline void apply_reflector_left_tiny(T (&a)[N][N], int c, T t) {
+#pragma unroll
+  for (int j = c + 1; j < N; ++j) {
+    T s = a[c][j];
+#pragma unroll
+    for (int i = c + 1; i < N; ++i) s += conj_of(a[i][c]) * a[i][j];
+    const T ts = t * s;
+    a[c][j] -= ts;
+#pragma unroll
+    for (int i = c + 1; i < N; ++i) a[i][j] -= a[i][c] * ts;
+  }
+}
+
 // Square n <= kQrTinyMaxN (geqr2_batched): a thread per matrix, its entries in registers
 // (a[i][j] = A(i, j)), through the stage both ways (kernel_util.cuh tiny_load); tau written
 // directly. geqr2_kernel's ?larfg and reflector steps, the column's sum of squares in double as
@@ -173,55 +200,24 @@ __global__ void __launch_bounds__(kTinyThreads)
   using R = typename real_of<T>::type;
   const TinyThread<T> me = tiny_begin(count, a_all, N * N);
   T a[N][N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) a[i][j] = me.active ? me.mine[i + j * N] : T(0);
-  }
+  tiny_get(me, a, T(0));
   T tau[N];
 #pragma unroll
   for (int c = 0; c < N; ++c) {
     double sum_sq = 0;
 #pragma unroll
     for (int i = c + 1; i < N; ++i) sum_sq += abs2(a[i][c]);
-    const T alpha = a[c][c];
-    const R alphr = real_part(alpha), alphi = imag_part(alpha);
-    const R xnorm = static_cast<R>(sqrt(sum_sq));
-    T t = T(0), scale = T(0);
-    const bool identity = (xnorm == R(0) && alphi == R(0)) || (!is_complex_v<T> && c == N - 1);
-    if (!identity) {
-      const R beta = -copysign(hypot(hypot(alphr, alphi), xnorm), alphr);
-      if constexpr (is_complex_v<T>) {
-        t = T((beta - alphr) / beta, -alphi / beta);
-      } else {
-        t = T((beta - alphr) / beta);
-      }
-      scale = T(1) / (alpha - T(beta));
-      a[c][c] = T(beta);
-    }
-    tau[c] = t;
-    if (t != T(0)) {
-      const T applied = conj_of(t);  // H(c)^H, as geqr2_kernel's apply_reflector_left
+    const Reflector<T> h = larfg(a[c][c], static_cast<R>(sqrt(sum_sq)), c == N - 1);
+    a[c][c] = h.head;
+    tau[c] = h.tau;
+    if (h.tau != T(0)) {
 #pragma unroll
-      for (int i = c + 1; i < N; ++i) a[i][c] *= scale;
-#pragma unroll
-      for (int j = c + 1; j < N; ++j) {
-        T s = a[c][j];
-#pragma unroll
-        for (int i = c + 1; i < N; ++i) s += conj_of(a[i][c]) * a[i][j];
-        const T ts = applied * s;
-        a[c][j] -= ts;
-#pragma unroll
-        for (int i = c + 1; i < N; ++i) a[i][j] -= a[i][c] * ts;
-      }
+      for (int i = c + 1; i < N; ++i) a[i][c] *= h.scale;
+      apply_reflector_left_tiny(a, c, conj_of(h.tau));  // H(c)^H, as geqr2_kernel
     }
   }
+  tiny_put(me, a);
   if (me.active) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
-    }
 #pragma unroll
     for (int c = 0; c < N; ++c) tau_all[me.item() * N + c] = tau[c];
   }
@@ -249,28 +245,13 @@ __global__ void __launch_bounds__(kTinyThreads)
   for (int c = N - 1; c >= 0; --c) {
     if (c >= k) continue;
     const T t = tau[c];
-#pragma unroll
-    for (int j = c + 1; j < N; ++j) {
-      T s = a[c][j];
-#pragma unroll
-      for (int i = c + 1; i < N; ++i) s += conj_of(a[i][c]) * a[i][j];
-      const T ts = t * s;
-      a[c][j] -= ts;
-#pragma unroll
-      for (int i = c + 1; i < N; ++i) a[i][j] -= a[i][c] * ts;
-    }
+    apply_reflector_left_tiny(a, c, t);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       a[i][c] = i < c ? T(0) : i == c ? T(1) - t : a[i][c] * (-t);
     }
   }
-  if (me.active) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) me.mine[i + j * N] = a[i][j];
-    }
-  }
+  tiny_put(me, a);
   tiny_store(a_all, me.stage, me.block, N * N);
 }
 
