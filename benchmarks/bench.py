@@ -335,6 +335,32 @@ def _eigh_error(args, truth, out):
     return jnp.max(residual + orthogonality)
 
 
+def _definite_pair(key, batch, n, dtype, rows=None, nrhs=1):
+    """A Hermitian (A + A^H) / 2 and a positive definite B, for the generalized problem."""
+    ka, kb = jax.random.split(key)
+    (a,), _ = _symmetric(ka, batch, n, dtype)
+    (b,), _ = _spd(kb, batch, n, dtype)
+    return (a, b), None
+
+
+def _generalized_eigh_error(args, truth, out):
+    """||A V - B V diag(w)|| / (||A|| + ||B||) plus ||V^H B V - I|| / sqrt(n)."""
+    a, b = _double(*args)
+    w, v = _double(*out)
+    n = a.shape[-1]
+    residual = _fro(_mm(a, v) - _mm(b, v) * w[..., None, :]) / (_fro(a) + _fro(b))
+    orthogonality = _fro(_mm(_mh(v), _mm(b, v)) - jnp.eye(n)) / jnp.sqrt(n)
+    return jnp.max(residual + orthogonality)
+
+
+def _jnp_generalized_eigh(a, b):
+    """The reduction to a standard problem written with jnp.linalg: what a JAX user has."""
+    solve = functools.partial(jax.scipy.linalg.solve_triangular, lower=True)
+    l = jnp.linalg.cholesky(b)
+    w, y = jnp.linalg.eigh(solve(l, _mh(solve(l, a))))
+    return w, solve(l, y, trans="C")
+
+
 def _sorted_eigenvalues(a):
     return jnp.sort(jnp.linalg.eigvalsh(*_double(a)), axis=-1)
 
@@ -507,6 +533,8 @@ OPS = {
         Op("eigh", jnp.linalg.eigh, "linalg.eigh", _symmetric, _eigh_error, routine="eigh"),
         Op("eigvalsh", jnp.linalg.eigvalsh, "linalg.eigvalsh", _symmetric, _eigvalsh_error,
            routine="eigh"),
+        Op("generalized_eigh", _jnp_generalized_eigh, None, _definite_pair,
+           _generalized_eigh_error, routine="eigh"),
         Op("eig", jnp.linalg.eig, "linalg.eig", _general, _eig_error, routine="geev"),
         Op("eigvals", jnp.linalg.eigvals, "linalg.eigvals", _general, _eigvals_error,
            routine="geev"),
@@ -534,6 +562,8 @@ OPS = {
 REFERENCE_IS_OTHER = {
     "ldl_factor": "JAX has no LDL^T: the JAX column is its LU of the same matrix",
     "ldl_solve": "JAX has no LDL^T: the JAX column is its LU solve of the same system",
+    "generalized_eigh": "JAX has no generalized eigh: the JAX column is the reduction written "
+                        "with jnp.linalg (Cholesky, triangular solves, eigh)",
 }
 
 

@@ -76,7 +76,7 @@ ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
             "det": ("getrf",), "ldl_factor": ("getrf",), "ldl_solve": ("getrf",),
             "cholesky": ("potrf",), "cho_solve": ("potrf",),
             "qr": ("geqrf", "orgqr"), "qr_r": ("geqrf",), "qr_multiply": ("geqrf", "ormqr"),
-            "eigh": ("syevd",), "eigvalsh": ("syevd",),
+            "eigh": ("syevd",), "eigvalsh": ("syevd",), "generalized_eigh": ("potrf", "syevd"),
             "eig": ("geev",), "eigvals": ("geev",),
             "svd": ("gesvdj",), "svdvals": ("gesvdj",), "lstsq": ("gesvdj",),
             "lstsq_auto": ("gesvdj",), "pinv": ("gesvdj",), "svd_qr": ("gesvd",)}

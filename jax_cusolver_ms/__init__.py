@@ -8,7 +8,7 @@ from ._ffi import gpu_available, lane_count, library_versions
 from .cholesky import cho_factor, cho_solve, cholesky
 from .dropin import disable, enable, enabled
 from .eig import EigResult, eig, eigvals, lax_eig
-from .eigh import EighResult, eigh, eigvalsh, lax_eigh
+from .eigh import EighResult, eigh, eigvalsh, generalized_eigh, lax_eigh
 from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from .matmul import matmul
@@ -23,8 +23,8 @@ __version__ = "0.1.0"
 __all__ = [
     "EigResult", "EighResult", "QRResult", "STRATEGIES", "SVDResult", "cho_factor", "cho_solve",
     "cholesky", "cond", "config", "det", "disable", "eig", "eigh", "eigvals", "eigvalsh", "enable",
-    "enabled", "explain", "gpu_available", "householder_product", "inv", "lane_count", "lax_eig",
-    "lax_eigh", "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor",
-    "lu_solve", "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr", "qr_multiply", "slogdet",
-    "solve", "svd", "svdvals", "tune",
+    "enabled", "explain", "generalized_eigh", "gpu_available", "householder_product", "inv",
+    "lane_count", "lax_eig", "lax_eigh", "ldl_factor", "ldl_solve", "library_versions", "lstsq",
+    "lu", "lu_factor", "lu_solve", "matmul", "matrix_rank", "norm", "ormqr", "pinv", "qr",
+    "qr_multiply", "slogdet", "solve", "svd", "svdvals", "tune",
 ]

@@ -12,6 +12,7 @@ batched path) is chosen independently of the algorithm.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -22,8 +23,9 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, batched_eye, info_result, matmul, mh,
-                      nan_for_nonfinite_input, nan_unless_ok, resolve_params)
+from .cholesky import cholesky
+from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
+                      mh, nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 
 
 def _real_dtype(dtype):
@@ -164,3 +166,61 @@ def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strateg
     """Like jax.numpy.linalg.eigvalsh: the eigenvalues, ascending."""
     return _eigh("eigvalsh", a, _lower_from_uplo("eigvalsh", UPLO), symmetrize_input,
                  implementation, strategy, lanes)[1]
+
+
+# --- the generalized problem --------------------------------------------------------------------
+
+GENERALIZED_TYPES = (1, 2, 3)
+
+
+def _from_triangle(x, lower):
+    """The Hermitian matrices that x's lower (or upper) triangle defines, its diagonal's real
+    part on the diagonal (as LAPACK reads a Hermitian matrix)."""
+    strict = jnp.tril(x, -1) if lower else jnp.triu(x, 1)
+    diagonal = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
+    return strict + mh(strict) + diagonal[..., None] * batched_eye(x.shape[-1], x.dtype, x.ndim)
+
+
+def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_index=None,
+                     strategy=None, lanes=None):
+    """scipy.linalg.eigh(a, b)'s generalized Hermitian-definite eigenproblem, on any batch
+    (JAX has none): type 1 A x = w B x, type 2 A B x = w x, type 3 B A x = w x, with A
+    Hermitian and B Hermitian positive definite, each read from the triangle `lower` names.
+    Returns (w, v), w ascending, v's columns B-orthonormal (v^H B v = I; type 3: v^H B^-1 v =
+    I); only w with eigvals_only. subset_by_index (lo, hi): the eigenvalues lo .. hi, both
+    included (SciPy's convention), and their vectors. Batch dims of a and b broadcast.
+
+    The reduction to a standard problem: B = L L^H (this package's Cholesky), C = L^-1 A L^-H
+    (type 1) or L^H A L (types 2 and 3), C = Y diag(w) Y^H (this package's eigh), v = L^-H Y
+    (types 1 and 2) or L Y (type 3). A matrix whose B is not positive definite, or that holds
+    NaN or Inf, comes out NaN, leaving the others. Differentiable (by composition), where the
+    eigenvalues are distinct."""
+    op = "generalized_eigh"
+    if type not in GENERALIZED_TYPES:
+        raise ValueError(f"{op}: type must be one of {GENERALIZED_TYPES}, got {type!r}")
+    a, b = promote(op, a, b)
+    a = as_matrix(op, a, square=True)
+    b = as_matrix(op, b, square=True, name="b")
+    n = a.shape[-1]
+    if b.shape[-1] != n:
+        raise ValueError(f"{op}: a and b must be of the same order, got a {a.shape}, b {b.shape}")
+    a, b = broadcast_batch([a, b], [2, 2])
+    if subset_by_index is not None:
+        lo, hi = (int(i) for i in subset_by_index)
+        if not 0 <= lo <= hi < n:
+            raise ValueError(f"{op}: subset_by_index must be (lo, hi) with 0 <= lo <= hi < "
+                             f"{n}, got {tuple(subset_by_index)}")
+    a, b = _from_triangle(a, lower), _from_triangle(b, lower)
+    params = dict(strategy=strategy, lanes=lanes)
+    l = cholesky(b, symmetrize_input=False, **params)
+    solve = functools.partial(jax.scipy.linalg.solve_triangular, lower=True)
+    if type == 1:
+        c = solve(l, mh(solve(l, a)))
+    else:
+        c = matmul(mh(l), matmul(a, l))
+    v, w = _eigh(op, c, True, True, None, strategy, lanes)
+    if subset_by_index is not None:
+        w, v = w[..., lo:hi + 1], v[..., :, lo:hi + 1]
+    if eigvals_only:
+        return w
+    return w, (matmul(l, v) if type == 3 else solve(l, v, trans="C"))

@@ -157,6 +157,21 @@ def build_hermitian(rng, dtype, batch, n):
     return (symmetric_indefinite(rng, batch + (n, n), dtype, hermitian=True),)
 
 
+def build_definite_pair(rng, dtype, batch, n):
+    """A Hermitian indefinite A and a positive definite B."""
+    return (symmetric_indefinite(rng, batch + (n, n), dtype, hermitian=True),
+            random_matrix(rng, batch + (n, n), dtype, "spd"))
+
+
+def generalized_eigh_reference(a, b):
+    """The reduction written with jnp.linalg: what a JAX user has for A x = w B x."""
+    l = jnp.linalg.cholesky(b)
+    c = jsl.solve_triangular(l, jnp.conj(jnp.swapaxes(jsl.solve_triangular(l, a, lower=True),
+                                                      -1, -2)), lower=True)
+    w, y = jnp.linalg.eigh(c)
+    return w, jsl.solve_triangular(l, y, lower=True, trans="C")
+
+
 def build_rank_deficient(rng, dtype, batch, n):
     """Tall matrices, the first of the batch of rank 2."""
     a = _general(rng, dtype, batch, rect(n))
@@ -357,6 +372,8 @@ OPS = [
     # Eigendecompositions
     Op("eigh", jcm.eigh, jnp.linalg.eigh, build_hermitian, ("syevd",), invariant=eigh_invariant),
     Op("eigvalsh", jcm.eigvalsh, jnp.linalg.eigvalsh, build_hermitian, ("syevd",)),
+    Op("generalized_eigh", jcm.generalized_eigh, generalized_eigh_reference, build_definite_pair,
+       ("potrf", "syevd"), invariant=eigh_invariant),
     Op("eig", jcm.eig, jnp.linalg.eig, build_square("general"), ("geev",), cond=100,
        invariant=eig_invariant),
     Op("eigvals", jcm.eigvals, jnp.linalg.eigvals, build_square("general"), ("geev",), cond=100,

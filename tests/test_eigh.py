@@ -399,3 +399,112 @@ def test_bad_options_raise():
     for kwargs in (dict(strategy="fastest"), dict(lanes=0), dict(implementation="qdwh")):
         with pytest.raises(ValueError):
             eigh(a, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The generalized problem (SciPy's eigh(a, b, type=...)), on any batch
+# ---------------------------------------------------------------------------------------------
+
+
+def _definite_pair(rng, shape, dtype):
+    """A Hermitian A and a positive definite B (condition number ~ n), shape (..., n, n)."""
+    g = random_matrix(rng, shape, dtype, "general")
+    return (g + conj_t(g)) / 2, random_matrix(rng, shape, dtype, "spd")
+
+
+def _generalized_residual(a, b, w, v, type_):
+    """The pairs' residual and the normalization's defect, relative, in float64."""
+    a, b, w, v = (widened(x) for x in (a, b, w, v))
+    vw = v * w[..., None, :]
+    residual = {1: a @ v - b @ vw, 2: a @ b @ v - vw, 3: b @ a @ v - vw}[type_]
+    gram = conj_t(v) @ (np.linalg.inv(b) if type_ == 3 else b) @ v
+    scale = np.linalg.norm(a) * np.linalg.norm(b) * max(1, np.linalg.norm(v)) ** 2
+    return np.linalg.norm(residual) / scale, np.max(np.abs(gram - np.eye(v.shape[-1])))
+
+
+@pytest.mark.parametrize("type_", [1, 2, 3])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("shape,dtype", rotated_grid(DTYPES, [(3, 6, 6), (1, 1, 1),
+                                                               (2, 2, 5, 5), (0, 4, 4)]),
+                         ids=ids)
+def test_generalized_eigh_is_scipys(rng, shape, dtype, type_, lower):
+    import scipy.linalg
+    a, b = _definite_pair(rng, shape, dtype)
+    # Only the named triangle is read: the other holds garbage.
+    garbage = random_matrix(rng, shape, dtype, "general")
+    keep = np.tril if lower else np.triu
+    a_in = keep(a) + (np.triu if lower else np.tril)(garbage, 1 if lower else -1)
+    b_in = keep(b) + (np.triu if lower else np.tril)(garbage, 1 if lower else -1)
+    w, v = jit_call(lambda a, b: jcm.generalized_eigh(a, b, lower=lower, type=type_), a_in, b_in)
+    assert w.shape == shape[:-1] and v.shape == shape
+    assert w.dtype == np.finfo(np.dtype(dtype)).dtype and v.dtype == np.dtype(dtype)
+    n = shape[-1]
+    flat = [(a.reshape((-1, n, n))[i], b.reshape((-1, n, n))[i])
+            for i in range(int(np.prod(shape[:-2])))]
+    w_ref = np.array([scipy.linalg.eigh(widened(x), widened(y), type=type_, eigvals_only=True)
+                      for x, y in flat]).reshape(shape[:-1])
+    tol = rtol_for(dtype, n, 100)
+    assert rel_err(w, w_ref, 1) <= tol
+    if w.size:
+        residual, defect = _generalized_residual(a, b, w, v, type_)
+        assert residual <= tol and defect <= tol, (residual, defect)
+
+
+def test_generalized_eigh_subsets_broadcasts_and_the_scipy_mirror(rng):
+    import scipy.linalg
+
+    from jax_cusolver_ms.scipy import linalg as mirror
+    a, b = _definite_pair(rng, (3, 7, 7), np.float64)
+    w_all, v_all = jcm.generalized_eigh(a, b)
+    w, v = jcm.generalized_eigh(a, b, subset_by_index=(2, 4))  # SciPy's: both ends included
+    np.testing.assert_allclose(w, np.asarray(w_all)[..., 2:5], rtol=1e-12)
+    assert v.shape == (3, 7, 3)
+    w_ref = scipy.linalg.eigh(a[1], b[1], subset_by_index=(2, 4), eigvals_only=True)
+    np.testing.assert_allclose(np.asarray(w)[1], w_ref, rtol=1e-10)
+    # One B for the whole batch of A.
+    w_one = jcm.generalized_eigh(a, b[0], eigvals_only=True)
+    np.testing.assert_allclose(w_one[2], scipy.linalg.eigh(a[2], b[0], eigvals_only=True),
+                               rtol=1e-10)
+    # jax_cusolver_ms.scipy.linalg.eigh takes b, which JAX's refuses.
+    with pytest.raises(NotImplementedError):
+        jax.scipy.linalg.eigh(a[0], b[0])
+    w_mirror, v_mirror = mirror.eigh(a, b, type=2)
+    w2, v2 = jcm.generalized_eigh(a, b, type=2)
+    np.testing.assert_allclose(w_mirror, w2, rtol=1e-12)
+    assert mirror.eigh(a, b, eigvals_only=True).shape == (3, 7)
+
+
+def test_generalized_eigh_fails_only_the_matrix_whose_b_is_not_definite(rng):
+    a, b = _definite_pair(rng, (4, 5, 5), np.float64)
+    b[1] = -b[1]
+    a[2, 1, 1] = np.nan
+    w, v = (np.asarray(x) for x in jcm.generalized_eigh(a, b))
+    for i in (1, 2):
+        assert np.isnan(w[i]).all() and np.isnan(v[i]).all()
+    for i in (0, 3):
+        assert np.isfinite(w[i]).all() and np.isfinite(v[i]).all()
+        assert max(_generalized_residual(a[i], b[i], w[i], v[i], 1)) <= 1e-10
+
+
+def test_generalized_eigh_gradient(rng):
+    a, b = _definite_pair(rng, (2, 4, 4), np.float64)
+    check_grads(lambda a, b: jcm.generalized_eigh(a, b, eigvals_only=True), (a, b), order=1,
+                modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+    # The vectors through a gauge-free function of them: V diag(w) V^H.
+    check_grads(lambda a, b: (lambda w, v: (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2))(
+        *jcm.generalized_eigh(a, b)), (a, b), order=1, modes=("rev",), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda a, b: jcm.generalized_eigh(a, b, type=4), ValueError, "type must be one of"),
+    (lambda a, b: jcm.generalized_eigh(a, b[..., :3, :3]), ValueError, "same order"),
+    (lambda a, b: jcm.generalized_eigh(a, b, subset_by_index=(2, 5)), ValueError,
+     "subset_by_index"),
+    (lambda a, b: jcm.generalized_eigh(a[..., :3], b), ValueError, "square"),
+    (lambda a, b: jcm.generalized_eigh(a.astype(np.float16), b.astype(np.float16)), TypeError,
+     "generalized_eigh"),
+])
+def test_generalized_eigh_bad_arguments_raise(rng, call, error, match):
+    a, b = _definite_pair(rng, (2, 5, 5), np.float32)
+    with pytest.raises(error, match=match):
+        call(a, b)

@@ -673,7 +673,6 @@ UNSERVED = [
     _unserved(S, "cho_solve", matrix_and_rhs("spd", "vector"), ((2, 4, 4),),
               call=_cho_solve_of_jax_s_factor, lower=True),
     _unserved(S, "solve", matrix_and_rhs("spd", "vector"), ((2, 4, 4),), assume_a="pos"),
-    _unserved(S, "eigh", matrix_and_rhs("spd", (4, 4)), ((4, 4),)),
     _unserved(S, "eigh", matrix("hermitian"), ((4, 4),), eigvals=(0, 1)),
     _unserved(S, "eigh", matrix("hermitian"), ((4, 4),), type=2),
     *[_unserved(S, "qr", matrix(), ((4, 4), (5, 3)), mode=mode, pivoting=True)
@@ -774,7 +773,6 @@ BAD_CALLS = [
     (S, "qr_multiply_shapes", lambda m: m.qr_multiply(_SQUARE, np.ones((2, 4)))),
     (S, "qr_multiply_left_shapes", lambda m: m.qr_multiply(_SQUARE, np.ones((4, 2)),
                                                             mode="left")),
-    (S, "eigh_generalized", lambda m: m.eigh(_SQUARE, _SQUARE)),
     (S, "eigh_wide", lambda m: m.eigh(_WIDE)),
     (S, "svd_vector", lambda m: m.svd(_VECTOR)),
     (L, "lu_vector", lambda m: m.lu(_VECTOR)),

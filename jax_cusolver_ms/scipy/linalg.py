@@ -19,7 +19,7 @@ from jax import lax as _lax
 
 from .._common import forwarding_to as _forwarding_to, matmul as _matmul, promote as _promote
 from ..cholesky import cho_factor as _jcm_cho_factor, cho_solve as _jcm_cho_solve
-from ..eigh import lax_eigh as _jcm_lax_eigh
+from ..eigh import generalized_eigh as _jcm_generalized_eigh, lax_eigh as _jcm_lax_eigh
 from ..lu import lu as _jcm_lu, lu_factor as _jcm_lu_factor, lu_solve as _jcm_lu_solve
 from ..numpy import linalg as _numpy_linalg
 from ..qr import qr as _jcm_qr, qr_multiply as _jcm_qr_multiply
@@ -76,8 +76,11 @@ def det(a, overwrite_a=False, check_finite=True):
 def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
          turbo=True, eigvals=None, type=1, check_finite=True):
     """jax.scipy.linalg.eigh on this package's Hermitian eigendecomposition (the input
-    symmetrized, as JAX's). The generalized problem (b), `eigvals` and type != 1, which JAX
-    does not implement either, are JAX's own calls."""
+    symmetrized, as JAX's); with b, SciPy's generalized problem of `type` 1, 2 or 3, which JAX
+    does not implement (generalized_eigh: batched, B-orthonormal vectors). `eigvals`, which JAX
+    does not implement either, is JAX's own call."""
+    if b is not None and eigvals is None and _served(a, b):
+        return _jcm_generalized_eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type)
     if b is None and eigvals is None and type == 1:
         a = _jnp.asarray(a)
         if _served(a) and _is_square_stack(a):
