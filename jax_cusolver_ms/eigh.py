@@ -23,7 +23,7 @@ from jax import lax
 from . import strategy as _strategy
 from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from .cholesky import cholesky
+from .cholesky import _hermitian_from_lower, cholesky
 from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
                       mh, nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 
@@ -173,14 +173,6 @@ def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strateg
 GENERALIZED_TYPES = (1, 2, 3)
 
 
-def _from_triangle(x, lower):
-    """The Hermitian matrices that x's lower (or upper) triangle defines, its diagonal's real
-    part on the diagonal (as LAPACK reads a Hermitian matrix)."""
-    strict = jnp.tril(x, -1) if lower else jnp.triu(x, 1)
-    diagonal = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1)).astype(x.dtype)
-    return strict + mh(strict) + diagonal[..., None] * batched_eye(x.shape[-1], x.dtype, x.ndim)
-
-
 def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_index=None,
                      strategy=None, lanes=None):
     """scipy.linalg.eigh(a, b)'s generalized Hermitian-definite eigenproblem, on any batch
@@ -210,7 +202,8 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
         if not 0 <= lo <= hi < n:
             raise ValueError(f"{op}: subset_by_index must be (lo, hi) with 0 <= lo <= hi < "
                              f"{n}, got {tuple(subset_by_index)}")
-    a, b = _from_triangle(a, lower), _from_triangle(b, lower)
+    # The Hermitian matrices the named triangles define (as LAPACK reads them).
+    a, b = (_hermitian_from_lower(x if lower else mh(x)) for x in (a, b))
     params = dict(strategy=strategy, lanes=lanes)
     l = cholesky(b, symmetrize_input=False, **params)
     solve = functools.partial(jax.scipy.linalg.solve_triangular, lower=True)

@@ -292,16 +292,18 @@ class Table:
             doc["arch"] = self.arch
         return dict(doc, entries=entries)
 
-    def merged(self, other: "Table") -> "Table":
-        """This table with `other`'s points added (other's times win at the same point)."""
+    def merged(self, other: "Table", source: str | None = None) -> "Table":
+        """This table with `other`'s points added (other's times win at the same point), named
+        `source` (default: other's)."""
         entries = {k: {p.key: p for p in v} for k, v in self.entries.items()}
         for k, points in other.entries.items():
             for p in points:
                 old = entries.setdefault(k, {}).get(p.key)
                 times = {**(old.times_ms if old else {}), **p.times_ms}
                 entries[k][p.key] = dataclasses.replace(p, times_ms=times)
-        return Table(other.gpu, other.source, {k: list(v.values()) for k, v in entries.items()},
-                     other.key, other.arch or self.arch)
+        return Table(other.gpu, source or other.source,
+                     {k: list(v.values()) for k, v in entries.items()}, other.key,
+                     other.arch or self.arch)
 
     def estimate(self, routine: str, dtype: str, batch: int, n: int,
                  allowed: Callable[[str], bool] = lambda c: True, aspect: float = 1.0,
@@ -476,9 +478,7 @@ def read_shipped(gpu: str, folder=None, arch: Mapping | None = None) -> Table | 
                               RuntimeWarning, stacklevel=2)
     if own is None or stand_in is None:
         return own or stand_in
-    merged = stand_in.merged(own)
-    return Table(merged.gpu, f"{own.source} over {stand_in.source}", merged.entries, own.key,
-                 own.arch or stand_in.arch)
+    return stand_in.merged(own, f"{own.source} over {stand_in.source}")
 
 
 # --- the tables in force ----------------------------------------------------------------------
@@ -539,9 +539,7 @@ def overlay(tuned: Table | None, shipped: Table | None) -> tuple:
     the shipped table's lanes at 23 ms)."""
     if tuned is None or shipped is None:
         return tuple(t for t in (tuned, shipped) if t is not None)
-    merged = shipped.merged(tuned)
-    return (Table(merged.gpu, f"{tuned.source} over {shipped.source}", merged.entries,
-                  tuned.key),)
+    return (shipped.merged(tuned, f"{tuned.source} over {shipped.source}"),)
 
 
 @functools.lru_cache(maxsize=None)
