@@ -309,6 +309,8 @@ def _ms(result: dict | None, with_min: bool = False) -> str:
         return "-"
     if "failed" in result:
         return "error"
+    if "over_limit_ms" in result:  # bench.measure_torch: one call over the limit, not timed
+        return f"{'~' if result.get('estimated') else ''}{_num(result['over_limit_ms'] / 1e3)} s"
     text = _num(result["median_ms"])
     if with_min and "min_ms" in result:
         text += f" ({_num(result['min_ms'])})"

@@ -861,8 +861,8 @@ def render_files(args) -> int:
     if squares:
         run_args = {k: v for k, v in squares[-1]["args"].items() if k in _SQUARE_ARGS}
         for axis in ("ops", "dtypes", "batches", "sizes"):  # the runs may have covered parts
-            run_args[axis] = list(dict.fromkeys(v for p in squares
-                                                for v in p["args"].get(axis, ())))
+            values = dict.fromkeys(v for p in squares for v in p["args"].get(axis, ()))
+            run_args[axis] = sorted(values) if axis in ("batches", "sizes") else list(values)
         merged = {}
         for part in squares:
             for c in part["cells"]:

@@ -378,3 +378,27 @@ def test_a_per_matrix_candidate_far_behind_is_left_out_at_larger_batches(monkeyp
     assert "sequential" not in later and {"looped:2", "batched:1", "xla"} <= set(later)
     assert "sequential" in run(2, dominated=dominated) and "sequential" in run(16, 16, dominated)
     assert "sequential" in run(16)  # nothing recorded: every candidate
+
+
+def test_a_per_matrix_candidate_far_behind_in_the_table_is_left_out(monkeypatch, tmp_path):
+    # The same rule from the points of an earlier run: a run of large batches alone does not
+    # time sequential where the table has it 10x behind at a smaller batch of that shape.
+    timed = []
+
+    def median(fn, inputs, *a):
+        timed.append((getattr(fn, "__kwdefaults__", None) or {}).get("s", "xla"))
+        return 1.0, 0.0
+
+    monkeypatch.setattr(tune_module, "_median_ms", median)
+    point = tables.Point(4, 8, {"xla": 1.0, "batched:1": 1.0, "sequential": 50.0,
+                                "looped:2": 5.0})
+    table = tables.Table("GPU", "test", {("getrf", "float32"): [point]})
+    run = tune_module._Run(table, tmp_path / "t.json", "GPU", {}, (2,), 1, 0, False, 60.0)
+    run.measure(tune_module.Cell("lu_factor", "float32", 16, 8, 8))
+    assert "batched" in timed and "looped" in timed and "sequential" not in timed
+    timed.clear()
+    run.measure(tune_module.Cell("lu_factor", "float32", 16, 16, 16))  # another shape
+    assert "sequential" in timed
+    timed.clear()
+    run.measure(tune_module.Cell("lu_factor", "float32", 2, 8, 8))  # a smaller batch
+    assert "sequential" in timed

@@ -247,6 +247,69 @@ def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
     assert cell["status"] == "ok" and "jcm:auto" in cell["impls"]
 
 
+class _FakeTorch:
+    """What bench.run_cell uses of torch, around a "linalg.lu_factor" that sleeps `call_s`
+    and counts its calls."""
+
+    def __init__(self, call_s):
+        import time
+        import types
+
+        self.calls = 0
+
+        def lu_factor(a):
+            self.calls += 1
+            time.sleep(call_s)
+            return a
+
+        class Event:
+            def __init__(self, enable_timing):
+                self.at = None
+
+            def record(self):
+                self.at = time.perf_counter()
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return (end.at - self.at) * 1e3
+
+        self.linalg = types.SimpleNamespace(lu_factor=lu_factor)
+        self.cuda = types.SimpleNamespace(synchronize=lambda: None, Event=Event,
+                                          empty_cache=lambda: None)
+
+    @staticmethod
+    def from_dlpack(x):
+        array = np.asarray(x)
+        return type("Tensor", (), {"clone": lambda self: array})()
+
+
+def test_bench_does_not_time_pytorch_past_the_limit():
+    bench = importlib.import_module("benchmarks.bench")
+    render = importlib.import_module("benchmarks.render")
+    args = bench.parse_args(["--cpu-smoke", "--repeats", "2"])
+    op = dataclasses.replace(bench.OPS["lu_factor"], torch="linalg.lu_factor")
+    # A first call over the limit: not called again, shown as its time in seconds.
+    torch = _FakeTorch(0.05)
+    args.jax_limit_s = 0.02
+    cell = bench.run_cell(op, "float32", 2, 8, args, torch, seed=0)
+    assert torch.calls == 1 and cell["status"] == "ok"
+    assert cell["impls"]["torch"]["over_limit_ms"] >= 50
+    assert render._ms(cell["impls"]["torch"]).endswith(" s")
+    # Under the limit: timed, and remembered; a batch it scales to over the limit is not called.
+    torch = _FakeTorch(0.01)
+    args.jax_limit_s = 1.0
+    cell = bench.run_cell(op, "float32", 2, 8, args, torch, seed=0)
+    assert torch.calls >= 3 and cell["impls"]["torch"]["median_ms"] >= 10
+    calls = torch.calls
+    cell = bench.run_cell(op, "float32", 400, 8, args, torch, seed=0)
+    assert torch.calls == calls and cell["impls"]["torch"]["estimated"]
+    assert cell["impls"]["torch"]["over_limit_ms"] == pytest.approx(
+        200 * args.torch_seen[("lu_factor", "float32", 8, None, None)][2])
+    assert render._ms(cell["impls"]["torch"]).startswith("~")
+
+
 def test_enabled_compiles_jaxs_own_code_under_enable_and_switches_back():
     bench = importlib.import_module("benchmarks.bench")
     args = bench.parse_args(["--cpu-smoke", "--no-torch", "--strategies", "auto,enabled"])
