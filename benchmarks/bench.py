@@ -179,6 +179,26 @@ def _spd_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
     return (a, b.astype(dtype)), x
 
 
+def _conditioned_with_solution(cond: float):
+    """A = U diag(s) V^T, s log-spaced from 1 to 1 / cond (U, V random orthogonal), and
+    b = A x with x known: where mixed precision refines and where it falls back."""
+    def build(key, batch, n, dtype, rows=None, nrhs=1):
+        ku, kv, kx = jax.random.split(key, 3)
+        u, _ = jnp.linalg.qr(jax.random.normal(ku, (batch, n, n), dtype))
+        v, _ = jnp.linalg.qr(jax.random.normal(kv, (batch, n, n), dtype))
+        s = jnp.logspace(0, -np.log10(cond), n, dtype=dtype)
+        a = jnp.matmul(u * s[None, None, :], _mh(v), precision=_HIGHEST)
+        x = jax.random.normal(kx, (batch, n, nrhs), dtype)
+        b = jnp.matmul(*_double(a, x), precision=_HIGHEST)
+        return (a, b.astype(dtype)), x
+
+    return build
+
+
+def _mixed_solve(a, b, assume_a="gen", **kw):
+    return jcm.mixed_solve(a, b, assume_a=assume_a, **kw).x
+
+
 def _symmetric_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
     """Symmetric indefinite A (needs 2x2 pivots), b = A x with x known. Complex A is complex
     symmetric, not Hermitian: what ldl_factor factors by default."""
@@ -478,6 +498,10 @@ def _jax_cho_solve(a, b):
 # are new, a builder and an error function above).
 
 
+# log10 of the condition numbers of the mixed-precision sweep (the solve_mixed_cond ops).
+MIXED_CONDITIONS = (2, 4, 6, 8, 10, 12)
+
+
 @dataclasses.dataclass(frozen=True)
 class Op:
     name: str  # also the jax_cusolver_ms function's name, unless `ours` is given
@@ -512,6 +536,16 @@ OPS = {
         Op("solve", jnp.linalg.solve, "linalg.solve", _with_solution, _backward_error,
            routine="getrf"),
         Op("inv", jnp.linalg.inv, "linalg.inv", _general, _inverse_error, routine="getrf"),
+        # Mixed precision (float64 only): a float32 factor refined to float64, against JAX's
+        # float64 solve; "solve" in the same run is this project's float64 solve. The _cond
+        # ops: where refinement converges and where it falls back to float64.
+        Op("solve_mixed", jnp.linalg.solve, None, _with_solution, _backward_error,
+           ours=_mixed_solve, routine="getrf"),
+        Op("solve_mixed_pos", _jax_cho_solve, None, _spd_with_solution, _backward_error,
+           ours=functools.partial(_mixed_solve, assume_a="pos"), routine="potrf"),
+        *(Op(f"solve_mixed_cond1e{e}", jnp.linalg.solve, None,
+             _conditioned_with_solution(10.0 ** e), _backward_error, ours=_mixed_solve,
+             routine="getrf") for e in MIXED_CONDITIONS),
         # The error per unit of condition (_det_error): about eps x n, so a floor of its own
         # (float32 16x512 on the CPU: JAX 3.7e-6; 1% off everywhere 5.8e-4, one sign flipped 0.03).
         Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf",

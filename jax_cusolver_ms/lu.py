@@ -270,22 +270,38 @@ def _solve_matrix(a, b, params):
     return lax.custom_linear_solve(lambda x: matmul(a, x), b, solve, transpose_solve)
 
 
-def solve(a, b, *, strategy=None, lanes=None):
-    """Like jax.numpy.linalg.solve: b of shape (n,) or (..., n, k); batch dims broadcast."""
-    a, b = promote("solve", a, b)
-    a = as_matrix("solve", a, square=True)
+def solve_operands(op, a, b):
+    """a and b of jax.numpy.linalg.solve's shapes as (a (..., n, n), b (..., n, k), whether b
+    was a vector), promoted and with their batch dims broadcast; a clear error naming `op`."""
+    a, b = promote(op, a, b)
+    a = as_matrix(op, a, square=True)
     n = a.shape[-1]
     if b.ndim == 0:
-        raise ValueError("solve: b must have rank >= 1")
+        raise ValueError(f"{op}: b must have rank >= 1")
     if (b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1]
             and a.shape[-1] != b.shape[-2]):
-        raise ValueError(f"solve: invalid shapes {a.shape}, {b.shape}; for a batched vector "
-                         "right-hand side use solve(a, b[..., None])[..., 0]")
+        raise ValueError(f"{op}: invalid shapes {a.shape}, {b.shape}; for a batched vector "
+                         f"right-hand side use {op}(a, b[..., None])[..., 0]")
     vector = b.ndim == 1
     bm = b[:, None] if vector else b
     if bm.shape[-2] != n:
-        raise ValueError(f"solve: b of shape {b.shape} does not fit a of shape {a.shape}")
+        raise ValueError(f"{op}: b of shape {b.shape} does not fit a of shape {a.shape}")
     a, bm = broadcast_batch([a, bm], [2, 2])
+    return a, bm, vector
+
+
+def solve(a, b, *, precision=None, strategy=None, lanes=None):
+    """Like jax.numpy.linalg.solve: b of shape (n,) or (..., n, k); batch dims broadcast.
+
+    precision="mixed" (float64 / complex128): factor in float32 / complex64 and refine to
+    float64 accuracy, falling back to a float64 solve per matrix where that does not converge
+    (mixed.mixed_solve, which also gives the iteration counts)."""
+    if precision == "mixed":
+        from .mixed import mixed_solve  # mixed.py builds on this module
+        return mixed_solve(a, b, strategy=strategy, lanes=lanes).x
+    if precision is not None:
+        raise ValueError(f"solve: precision must be None or 'mixed', got {precision!r}")
+    a, bm, vector = solve_operands("solve", a, b)
     if _jax_end_to_end("solve", a, strategy, lanes, nrhs=bm.shape[-1]):
         x = nan_for_nonfinite_input(lambda a_, b_: [jnp.linalg.solve(a_, b_)],
                                     substitute=False)(a, bm)[0]

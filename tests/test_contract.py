@@ -57,6 +57,7 @@ from test_ldl import reconstruct
 BF16, F16 = np.dtype(jnp.bfloat16), np.dtype(jnp.float16)
 MATMUL_DTYPES = (BF16, F16) + tuple(np.dtype(d) for d in DTYPES)
 THREADS = 8
+DOUBLE_DTYPES = (np.float64, np.complex128)
 GPU = jcm.gpu_available()
 
 # (batch, n, calls) per context: "small" on the CPU (one JAX implementation behind every
@@ -110,6 +111,11 @@ def build_square(kind):
 
 def build_solve(rng, dtype, batch, n):
     a = random_matrix(rng, batch + (n, n), dtype, "well_conditioned")
+    return a, _rhs(rng, dtype, batch, n)
+
+
+def build_spd_solve(rng, dtype, batch, n):
+    a = random_matrix(rng, batch + (n, n), dtype, "spd")
     return a, _rhs(rng, dtype, batch, n)
 
 
@@ -337,6 +343,12 @@ OPS = [
        lambda lu, piv, b: jsl.lu_solve((lu, piv), b, 2), build_lu_solve, ("getrs",)),
     Op("solve", jcm.solve, jnp.linalg.solve, build_solve, ("getrf", "getrs"), **lu_blocked),
     Op("inv", jcm.inv, jnp.linalg.inv, square, ("getrf", "getrs"), **lu_blocked),
+    # Mixed precision: a float32 / complex64 factor, refined to float64 accuracy
+    Op("solve_mixed", lambda a, b, **kw: jcm.solve(a, b, precision="mixed", **kw),
+       jnp.linalg.solve, build_solve, ("getrf", "getrs"), dtypes=DOUBLE_DTYPES, **lu_blocked),
+    Op("mixed_solve_pos", lambda a, b, **kw: jcm.mixed_solve(a, b, assume_a="pos", **kw).x,
+       jnp.linalg.solve, build_spd_solve, ("potrf", "potrs"),
+       dtypes=DOUBLE_DTYPES, **cholesky_blocked),
     Op("det", jcm.det, jnp.linalg.det, square, ("getrf",), **lu_blocked),
     Op("slogdet", jcm.slogdet, jnp.linalg.slogdet, square, ("getrf",),
        invariant=slogdet_invariant, nan_outputs=(1,), **lu_blocked),  # the sign of NaN: 1, as JAX

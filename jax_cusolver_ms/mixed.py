@@ -1,0 +1,179 @@
+"""Mixed-precision solves: float64 (complex128) accuracy from a factorization in float32
+(complex64).
+
+A x = b is factored once in the lower precision (LU for a general A, Cholesky for a Hermitian
+positive definite one, each through this project's primitives and so its strategies), then
+refined in float64: r = b - A x in float64, a correction from the low-precision factor, until the
+normwise backward error ||r|| / (||A|| ||x|| + ||b||) reaches float64's rounding or stops
+improving (classical iterative refinement, as LAPACK's ?sgesv / ?sposv). A matrix whose error
+is then still above sqrt(n) eps64 (LAPACK's test; cond(A) near 1 / eps32 or beyond, or a
+factor that failed in the lower precision) is solved again in float64, so the result is always
+a float64 solve's. The factorization is where the time goes (2/3 n^3 against 2 n^2 a step), so
+mixed pays where the lower precision factors faster: see docs/mixed_precision.md.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import strategy as _strategy
+from ._common import mh, nan_where, nonfinite_matrices, resolve_params
+from .cholesky import potrf, potrs
+from .lu import _solve_matrix, getrf, getrs, solve_operands
+
+# LAPACK's ITERMAX (?sgesv): refinement gains about -log10(cond(A) eps32) digits a step, so a
+# matrix that needs more steps than this is better solved in float64 outright.
+MAX_ITERATIONS = 30
+
+_LOWER = {jnp.dtype(jnp.float64): jnp.float32, jnp.dtype(jnp.complex128): jnp.complex64}
+ASSUME_A = ("gen", "pos")
+
+
+class MixedSolveResult(NamedTuple):
+    """x: the solution, float64 (complex128). Per matrix of the batch: iterations, the
+    refinement steps taken after the first low-precision solve; backward_error, x's normwise
+    backward error max_j ||b_j - A x_j||_inf / (||A||_inf ||x_j||_inf + ||b_j||_inf); fell_back,
+    True where refinement did not converge and x is a float64 solve's."""
+    x: jax.Array
+    iterations: jax.Array
+    backward_error: jax.Array
+    fell_back: jax.Array
+
+
+def _exponent(x, axes):
+    """Per matrix floor(log2(max |x|)) over `axes` (0 where x is zero or not finite), a float:
+    scaling by 2^-e is exact and brings the largest entry into [1, 2), inside float32's range."""
+    top = jnp.max(jnp.abs(x), axis=axes, keepdims=True, initial=0.0)
+    ok = jnp.isfinite(top) & (top > 0)
+    return jnp.where(ok, jnp.floor(jnp.log2(jnp.where(ok, top, 1))), 0)
+
+
+class _Refiner:
+    """The low-precision factor of A (scaled by a power of two) and A itself in float64, for
+    solves with A (trans False) or with A^T (trans True: custom_linear_solve's transpose)."""
+
+    def __init__(self, a, assume_a, params):
+        self.a, self.assume_a = a, assume_a
+        self.exponent = _exponent(a, (-2, -1))
+        low = (a * jnp.exp2(-self.exponent)).astype(_LOWER[a.dtype])
+        self.params = params
+        if assume_a == "pos":
+            self.factor, = potrf.bind(low, lower=True, **params)
+        else:
+            self.factor, self.pivots, _ = getrf.bind(low, **params)
+        self.a_norm = jnp.max(jnp.sum(jnp.abs(a), axis=-1), axis=-1, initial=0.0)  # ||A||_inf
+
+    def matvec(self, x, trans):
+        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a
+        return jnp.matmul(a, x, precision=lax.Precision.HIGHEST)
+
+    def low_solve(self, r, trans):
+        """A^-1 r (A^-T r) from the low-precision factor, r scaled into float32's range. With
+        A = 2^e A' and r = 2^t r': A^-1 r = 2^(t - e) A'^-1 r' (one exact scaling, where
+        dividing by 2^e and 2^t in turn may overflow though the result does not)."""
+        t = _exponent(r, (-2, -1))
+        rhs = (r * jnp.exp2(-t)).astype(self.factor.dtype)
+        if self.assume_a == "pos":
+            # A is Hermitian: A^T = conj(A), so A^T y = r is A conj(y) = conj(r).
+            flip = trans and jnp.iscomplexobj(rhs)
+            rhs = rhs.conj() if flip else rhs
+            y, = potrs.bind(self.factor, rhs, lower=True,
+                            **_strategy.for_part("potrs", self.params))
+            y = y.conj() if flip else y
+        else:
+            y, = getrs.bind(self.factor, self.pivots, rhs, trans=1 if trans else 0,
+                            **_strategy.for_part("getrs", self.params))
+        return y.astype(r.dtype) * jnp.exp2(t - self.exponent)
+
+    def full_solve(self, b, trans):
+        """The float64 solve that a matrix whose refinement did not converge falls back to."""
+        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a
+        if self.assume_a == "pos":
+            a = a.conj() if trans else a
+            c, = potrf.bind(a, lower=True, **self.params)
+            x, = potrs.bind(c, b, lower=True, **_strategy.for_part("potrs", self.params))
+            return x
+        return _solve_matrix(a, b, self.params)
+
+    def backward_error(self, x, r, b):
+        top = lambda v: jnp.max(jnp.abs(v), axis=-2, initial=0.0)
+        residual, scale = top(r), self.a_norm[..., None] * top(x) + top(b)
+        # NaN stays NaN (a matrix or x that is not finite is never taken as converged).
+        err = jnp.where(scale == 0, jnp.where(residual == 0, 0, jnp.inf),
+                        residual / jnp.where(scale == 0, 1, scale))
+        return jnp.max(err, axis=-1, initial=0.0)
+
+    def refine(self, b, trans, max_iterations):
+        """(x, (iterations, backward error, fell back)) for A x = b (A^T x = b)."""
+        n = b.shape[-2]
+        eps = jnp.finfo(b.real.dtype).eps
+        accept = max(1.0, n ** 0.5) * eps  # LAPACK ?sgesv's test
+        batch = lambda m: m[..., None, None]
+
+        x = self.low_solve(b, trans)
+        r = b - self.matvec(x, trans)
+        err = self.backward_error(x, r, b)
+        done = ~(err > eps)  # at float64's rounding already, or NaN / Inf: nothing to refine
+        steps = jnp.zeros(err.shape, jnp.int32)
+
+        def more(state):
+            i, _, _, _, done, _ = state
+            return (i < max_iterations) & ~jnp.all(done)
+
+        def step(state):
+            i, x, r, err, done, steps = state
+            x_new = x + self.low_solve(r, trans)
+            r_new = b - self.matvec(x_new, trans)
+            err_new = self.backward_error(x_new, r_new, b)
+            better = ~done & (err_new < err)
+            x, r = jnp.where(batch(better), x_new, x), jnp.where(batch(better), r_new, r)
+            steps = steps + (~done).astype(jnp.int32)
+            # Stops at float64's rounding, or where a step no longer halves the error (the
+            # rate is about cond(A) eps32: beyond 1/2 it would not converge in time).
+            done = done | ~(err_new > eps) | ~(err_new < err / 2)
+            return i + 1, x, r, jnp.where(better, err_new, err), done, steps
+
+        _, x, r, err, _, steps = lax.while_loop(more, step, (0, x, r, err, done, steps))
+        fell_back = ~(err <= accept)
+
+        def with_fallback():  # only where a matrix needs it: a float64 solve of the batch
+            x64 = self.full_solve(b, trans)
+            err64 = self.backward_error(x64, b - self.matvec(x64, trans), b)
+            return (jnp.where(batch(fell_back), x64, x), jnp.where(fell_back, err64, err))
+
+        x, err = lax.cond(jnp.any(fell_back), with_fallback, lambda: (x, err))
+        return x, (steps, err, fell_back)
+
+
+def mixed_solve(a, b, *, assume_a="gen", max_iterations=MAX_ITERATIONS, strategy=None,
+                lanes=None) -> MixedSolveResult:
+    """Solves A x = b for float64 / complex128 A from a float32 / complex64 factorization,
+    refined to float64 accuracy (module docstring); a matrix it does not converge for is solved
+    in float64. Shapes as jax.numpy.linalg.solve: b (n,) or (..., n, k), batch dims broadcast.
+
+    assume_a: "gen" (LU with partial pivoting) or "pos" (Cholesky; A Hermitian positive
+    definite, read as (A + A^H) / 2). strategy / lanes choose the factorization's strategy, as
+    for lu_factor / cholesky. Differentiable in a and b (the tangents are solved the same way).
+    """
+    if assume_a not in ASSUME_A:
+        raise ValueError(f"mixed_solve: assume_a must be one of {ASSUME_A}, got {assume_a!r}")
+    if not isinstance(max_iterations, int) or max_iterations < 0:
+        raise ValueError(f"mixed_solve: max_iterations must be an int >= 0, got "
+                         f"{max_iterations!r}")
+    a, bm, vector = solve_operands("mixed_solve", a, b)
+    if a.dtype not in _LOWER:
+        raise TypeError(f"mixed_solve: a and b must be float64 or complex128 (the precision it "
+                        f"refines to), got {a.dtype}; for {a.dtype} use solve")
+    if assume_a == "pos":
+        a = (a + mh(a)) / 2
+    params = resolve_params(strategy, lanes)
+    refiner = _Refiner(lax.stop_gradient(a), assume_a, params)
+    x, (steps, err, fell_back) = lax.custom_linear_solve(
+        lambda x: jnp.matmul(a, x, precision=lax.Precision.HIGHEST), bm,
+        lambda _, r: refiner.refine(r, False, max_iterations),
+        lambda _, r: refiner.refine(r, True, max_iterations), has_aux=True)
+    x = nan_where(nonfinite_matrices(a), x)  # NaN for a matrix that is not finite, as solve
+    return MixedSolveResult(x[..., 0] if vector else x, steps, err, fell_back)

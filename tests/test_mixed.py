@@ -1,0 +1,160 @@
+"""Tests for the mixed-precision solves: mixed_solve and solve(precision="mixed").
+
+A result must be a float64 solve's in accuracy: its normwise backward error within LAPACK's
+sqrt(n) eps64 and close to NumPy's float64 solve's, its solution within the condition number's
+bound of NumPy's; matrices beyond float32's conditioning fall back to float64 and say so.
+"""
+
+import jax
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jax_cusolver_ms as jcm
+from conftest import (
+    conj_t,
+    random_matrix,
+    random_rhs,
+    rel_err,
+    rtol_for,
+    strategy_grid,
+    unitary,
+    widened,
+)
+
+DOUBLE_DTYPES = (np.float64, np.complex128)
+KINDS = {"gen": "well_conditioned", "pos": "spd"}
+# (a's shape, b's shape): vectors, several right-hand sides, broadcast batch dims, n = 1, batch
+# 0 and n = 0.
+SHAPES = [
+    ((5, 5), (5,)), ((1, 1), (1, 2)), ((3, 24, 24), (3, 24, 2)), ((2, 1, 9, 9), (4, 9, 1)),
+    ((2, 40, 40), (40, 3)), ((0, 4, 4), (0, 4, 1)), ((2, 0, 0), (2, 0, 1)),
+]
+
+
+def backward_error(a, x, b):
+    """max over the columns of ||b - A x||_inf / (||A||_inf ||x||_inf + ||b||_inf), per matrix,
+    in float64 NumPy."""
+    a, x, b = widened(a), widened(x), widened(b)
+    if b.ndim == a.ndim - 1:
+        x, b = x[..., None], b[..., None]
+    r = b - a @ x
+    top = lambda v: np.max(np.abs(v), axis=-2, initial=0.0)
+    a_norm = np.max(np.sum(np.abs(a), axis=-1), axis=-1, initial=0.0)
+    scale = a_norm[..., None] * top(x) + top(b)
+    return np.max(np.where(scale > 0, top(r) / np.where(scale > 0, scale, 1), 0), axis=-1,
+                  initial=0.0)
+
+
+def ill_conditioned(rng, n, cond, dtype):
+    s = np.logspace(0, -np.log10(cond), n)
+    return ((unitary(rng, (n, n), dtype) * s) @ conj_t(unitary(rng, (n, n), dtype))).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype,assume_a,shapes,strategy",
+                         strategy_grid(DOUBLE_DTYPES, ("gen", "pos"), SHAPES))
+def test_mixed_solve_is_as_accurate_as_a_float64_solve(rng, dtype, assume_a, shapes, strategy):
+    a_shape, b_shape = shapes
+    a = random_matrix(rng, a_shape, dtype, KINDS[assume_a])
+    b = random_rhs(rng, b_shape, dtype)
+    result = jcm.mixed_solve(a, b, assume_a=assume_a, strategy=strategy)
+    expected = np.linalg.solve(widened(a), widened(b))
+    assert result.x.dtype == dtype and result.x.shape == expected.shape
+    n = a_shape[-1]
+    assert rel_err(result.x, expected, 1 if b.ndim == 1 else 2) <= rtol_for(dtype, n, 10)
+    batch = expected.shape[:-1] if b.ndim == 1 else expected.shape[:-2]
+    for name in ("iterations", "backward_error", "fell_back"):
+        assert getattr(result, name).shape == batch, name
+    ours = backward_error(np.broadcast_to(a, batch + a_shape[-2:]), result.x,
+                          np.broadcast_to(b, result.x.shape))
+    eps = np.finfo(dtype).eps
+    assert np.all(ours <= max(1, n) ** 0.5 * eps)
+    # What the result reports is its backward error (to rounding: the residual is rounding).
+    np.testing.assert_allclose(result.backward_error, ours, rtol=0, atol=4 * eps)
+    assert not np.any(result.fell_back)
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES)
+@pytest.mark.parametrize("assume_a", ("gen", "pos"))
+def test_mixed_solve_refines_where_float32_conditioning_allows_and_falls_back_beyond(
+        rng, dtype, assume_a):
+    n = 32
+    b = random_rhs(rng, (3, n, 2), dtype)
+    mats = [ill_conditioned(rng, n, cond, dtype) for cond in (1e2, 1e5, 1e12)]
+    if assume_a == "pos":  # the same conditioning, Hermitian positive definite
+        mats = [m @ conj_t(m) for m in
+                (ill_conditioned(rng, n, np.sqrt(c), dtype) for c in (1e2, 1e5, 1e12))]
+    a = np.stack(mats)
+    result = jcm.mixed_solve(a, b, assume_a=assume_a)
+    np.testing.assert_array_equal(result.fell_back, [False, False, True])
+    assert result.iterations[0] >= 1 and result.iterations[1] >= result.iterations[0]
+    expected = np.linalg.solve(a, b)
+    for i, cond in enumerate((1e2, 1e5, 1e12)):
+        assert rel_err(result.x[i], expected[i]) <= rtol_for(dtype, n, cond)
+    assert np.all(backward_error(a, result.x, b) <= n ** 0.5 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES)
+def test_mixed_solve_with_no_refinement_falls_back_to_float64(rng, dtype):
+    a = random_matrix(rng, (2, 16, 16), dtype, "well_conditioned")
+    b = random_rhs(rng, (2, 16, 1), dtype)
+    result = jcm.mixed_solve(a, b, max_iterations=0)
+    # A float32 solve alone is 1e-8-accurate: short of float64's test, so solved in float64.
+    assert np.all(result.iterations == 0) and np.all(result.fell_back)
+    assert rel_err(result.x, np.linalg.solve(a, b)) <= rtol_for(dtype, 16, 10)
+
+
+@pytest.mark.parametrize("scale", (1e200, 1e-200))
+def test_mixed_solve_takes_entries_outside_float32_range(rng, scale):
+    a = random_matrix(rng, (2, 12, 12), np.float64, "well_conditioned")
+    b = random_rhs(rng, (2, 12, 2), np.float64)
+    result = jcm.mixed_solve(a * scale, b * scale)
+    assert not np.any(result.fell_back)
+    assert rel_err(result.x, np.linalg.solve(a, b)) <= rtol_for(np.float64, 12, 10)
+
+
+@pytest.mark.parametrize("dtype", DOUBLE_DTYPES)
+@pytest.mark.parametrize("assume_a", ("gen", "pos"))
+def test_mixed_solve_nan_and_singular_matrices(rng, dtype, assume_a):
+    a = random_matrix(rng, (3, 6, 6), dtype, KINDS[assume_a])
+    a[0, 2, 3] = a[0, 3, 2] = np.nan
+    a[1] = 0  # singular (not positive definite)
+    b = random_rhs(rng, (3, 6, 2), dtype)
+    result = jcm.mixed_solve(a, b, assume_a=assume_a)
+    assert np.all(np.isnan(result.x[0]))
+    assert not np.all(np.isfinite(result.x[1]))
+    np.testing.assert_array_equal(result.fell_back, [True, True, False])
+    assert rel_err(result.x[2], np.linalg.solve(a[2], b[2])) <= rtol_for(dtype, 6, 10)
+
+
+@pytest.mark.parametrize("assume_a", ("gen", "pos"))
+def test_mixed_solve_under_jit_vmap_and_grad(rng, assume_a):
+    dtype = np.float64
+    a = random_matrix(rng, (3, 7, 7), dtype, KINDS[assume_a])
+    b = random_rhs(rng, (3, 7, 2), dtype)
+    call = lambda a, b: jcm.mixed_solve(a, b, assume_a=assume_a).x
+    eager = call(a, b)
+    np.testing.assert_allclose(jax.jit(call)(a, b), eager, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(jax.vmap(call)(a, b), eager, rtol=1e-13, atol=1e-14)
+    check_grads(call, (a, b), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
+
+
+def test_solve_precision_mixed_is_mixed_solve(rng):
+    a = random_matrix(rng, (4, 10, 10), np.complex128, "well_conditioned")
+    b = random_rhs(rng, (10,), np.complex128)
+    np.testing.assert_array_equal(jcm.solve(a, b, precision="mixed"), jcm.mixed_solve(a, b).x)
+
+
+def test_mixed_solve_rejects_what_it_cannot_solve(rng):
+    a = random_matrix(rng, (2, 4, 4), np.float32, "general")
+    with pytest.raises(TypeError, match="mixed_solve: .*float64 or complex128"):
+        jcm.mixed_solve(a, a)
+    a = a.astype(np.float64)
+    with pytest.raises(ValueError, match="mixed_solve: assume_a"):
+        jcm.mixed_solve(a, a, assume_a="sym")
+    with pytest.raises(ValueError, match="mixed_solve: max_iterations"):
+        jcm.mixed_solve(a, a, max_iterations=-1)
+    with pytest.raises(ValueError, match="mixed_solve: b of shape"):
+        jcm.mixed_solve(a, a[..., :3, :])
+    with pytest.raises(ValueError, match="solve: precision"):
+        jcm.solve(a, a, precision="half")
