@@ -163,10 +163,12 @@ struct irs_gesv_traits {
     if constexpr (!irs_api<T>::kHas) {
       return invalid_argument("irs_gesv: a must be float64 or complex128");
     } else {
+      // The query reads no buffer, but may refuse a null one: the pivots and the workspace
+      // (not allocated yet) are stood in for by info and a_work, device memory of this call.
       size_t bytes = 0;
       JCM_CUSOLVER(std::string(irs_api<T>::kName) + "_bufferSize",
-                   irs_api<T>::gesv_buffer_size(ctx.solver, n, nrhs, io.data, n, nullptr,
-                                                const_cast<T*>(b), n, x, n, nullptr, &bytes));
+                   irs_api<T>::gesv_buffer_size(ctx.solver, n, nrhs, io.data, n, io.info,
+                                                const_cast<T*>(b), n, x, n, io.data, &bytes));
       return Workspace{align_up(bytes) + b_bytes() + pivot_bytes(), 0};
     }
   }
