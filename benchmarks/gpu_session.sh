@@ -218,7 +218,9 @@ bench_rc=0
 if [[ -z "${SKIP_BENCH:-}" ]]; then
   step "benchmark: python -m benchmarks.report --grid $GRID $* (log: $OUT/bench.log)"
   # benchmarks.bench imports the installed jax_cusolver_ms in preference to the source folder.
-  python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs "$@" \
+  # No figures: at most 8 files come back from the device, and --render draws them from
+  # report.json here.
+  python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs --no-plots "$@" \
     > "$OUT/bench.log" 2>&1
   bench_rc=$?
   grep -E "^# |WRONG|ERROR" "$OUT/bench.log" | head -20
