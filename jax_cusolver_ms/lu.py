@@ -297,8 +297,9 @@ def solve(a, b, *, precision=None, strategy=None, lanes=None):
     float64 accuracy, falling back to a float64 solve per matrix where that does not converge
     (mixed.mixed_solve, which also gives the iteration counts)."""
     if precision == "mixed":
-        from .mixed import mixed_solve  # mixed.py builds on this module
-        return mixed_solve(a, b, strategy=strategy, lanes=lanes).x
+        from .mixed import MAX_ITERATIONS, _mixed_solve  # mixed.py builds on this module
+        return _mixed_solve("solve", a, b, "gen", "float32", MAX_ITERATIONS,
+                            resolve_params(strategy, lanes)).x
     if precision is not None:
         raise ValueError(f"solve: precision must be None or 'mixed', got {precision!r}")
     a, bm, vector = solve_operands("solve", a, b)

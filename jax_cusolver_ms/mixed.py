@@ -240,13 +240,18 @@ def mixed_solve(a, b, *, assume_a="gen", factor_precision="float32",
     if not isinstance(max_iterations, int) or max_iterations < 0:
         raise ValueError(f"mixed_solve: max_iterations must be an int >= 0, got "
                          f"{max_iterations!r}")
-    a, bm, vector = solve_operands("mixed_solve", a, b)
+    return _mixed_solve("mixed_solve", a, b, assume_a, factor_precision, max_iterations,
+                        resolve_params(strategy, lanes))
+
+
+def _mixed_solve(op, a, b, assume_a, factor_precision, max_iterations, params):
+    """mixed_solve's work; errors name `op`, the function the user called (solve too)."""
+    a, bm, vector = solve_operands(op, a, b)
     if a.dtype not in _LOWER:
-        raise TypeError(f"mixed_solve: a and b must be float64 or complex128 (the precision it "
-                        f"refines to), got {a.dtype}; for {a.dtype} use solve")
+        raise TypeError(f"{op}: mixed precision takes float64 or complex128 (the precision it "
+                        f"refines to), got {a.dtype}")
     if assume_a == "pos":
         a = (a + mh(a)) / 2
-    params = resolve_params(strategy, lanes)
     refiner = (_IrsSolver(lax.stop_gradient(a), params) if factor_precision == "tf32" else
                _Refiner(lax.stop_gradient(a), assume_a, params))
     x, (steps, err, fell_back) = lax.custom_linear_solve(

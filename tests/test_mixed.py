@@ -182,6 +182,8 @@ def test_mixed_solve_rejects_what_it_cannot_solve(rng):
     a = random_matrix(rng, (2, 4, 4), np.float32, "general")
     with pytest.raises(TypeError, match="mixed_solve: .*float64 or complex128"):
         jcm.mixed_solve(a, a)
+    with pytest.raises(TypeError, match="solve: mixed precision takes float64"):
+        jcm.solve(a, a, precision="mixed")
     a = a.astype(np.float64)
     with pytest.raises(ValueError, match="mixed_solve: assume_a"):
         jcm.mixed_solve(a, a, assume_a="sym")
