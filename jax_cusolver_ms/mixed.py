@@ -112,9 +112,8 @@ class _Refiner(_Solver):
 
     def full_solve(self, b, trans):
         """The float64 solve that a matrix whose refinement did not converge falls back to."""
-        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a
+        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a  # A^T = conj(A): positive too
         if self.assume_a == "pos":
-            a = a.conj() if trans else a
             c, = potrf.bind(a, lower=True, **self.params)
             x, = potrs.bind(c, b, lower=True, **_strategy.for_part("potrs", self.params))
             return x

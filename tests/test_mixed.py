@@ -6,6 +6,7 @@ bound of NumPy's; matrices beyond float32's conditioning fall back to float64 an
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.test_util import check_grads
@@ -135,6 +136,22 @@ def test_mixed_solve_with_no_refinement_falls_back_to_float64(rng, dtype):
     # A float32 solve alone is 1e-8-accurate: short of float64's test, so solved in float64.
     assert np.all(result.iterations == 0) and np.all(result.fell_back)
     assert rel_err(result.x, np.linalg.solve(a, b)) <= rtol_for(dtype, 16, 10)
+
+
+@pytest.mark.parametrize("assume_a", ("gen", "pos"))
+@pytest.mark.parametrize("trans", (False, True))
+def test_refinement_and_its_fall_back_solve_a_or_its_transpose(rng, assume_a, trans):
+    # custom_linear_solve's transpose solves with A^T (not A^H): the gradient's path.
+    from jax_cusolver_ms import mixed
+
+    a = random_matrix(rng, (2, 9, 9), np.complex128, KINDS[assume_a])
+    a = (a + conj_t(a)) / 2 if assume_a == "pos" else a
+    b = random_rhs(rng, (2, 9, 3), np.complex128)
+    refiner = mixed._Refiner(jnp.asarray(a), assume_a, dict(strategy="auto", lanes=None))
+    expected = np.linalg.solve(np.swapaxes(a, -1, -2) if trans else a, b)
+    assert rel_err(refiner.full_solve(jnp.asarray(b), trans), expected) <= 1e-12
+    x, (_, _, fell_back) = refiner.refine(jnp.asarray(b), trans, mixed.MAX_ITERATIONS)
+    assert rel_err(x, expected) <= 1e-12 and not np.any(fell_back)
 
 
 @pytest.mark.parametrize("scale", (1e200, 1e-200))
