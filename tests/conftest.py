@@ -294,7 +294,8 @@ def random_matrix(rng, shape, dtype, kind="general"):
             dominance = np.maximum(off.sum(-1), off.sum(-2)) + margin
             phase = a[..., eye] / np.abs(a[..., eye])
             a[..., eye] = dominance * phase
-            a /= np.mean(dominance, axis=-1)[..., None, None]
+            if n:  # (an empty matrix has no entries to scale)
+                a /= np.mean(dominance, axis=-1)[..., None, None]
             shuffle = np.argsort(rng.random(batch + (n,)), axis=-1)
             a = np.take_along_axis(a, shuffle[..., :, None], axis=-2)
         elif kind == "ill_conditioned":
