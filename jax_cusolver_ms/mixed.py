@@ -64,9 +64,12 @@ class _Solver:
         self.a = a
         self.a_norm = jnp.max(jnp.sum(jnp.abs(a), axis=-1), axis=-1, initial=0.0)  # ||A||_inf
 
+    def matrix(self, trans):
+        """A, or A^T for custom_linear_solve's transpose."""
+        return jnp.swapaxes(self.a, -1, -2) if trans else self.a
+
     def matvec(self, x, trans):
-        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a
-        return jnp.matmul(a, x, precision=lax.Precision.HIGHEST)
+        return jnp.matmul(self.matrix(trans), x, precision=lax.Precision.HIGHEST)
 
     def backward_error(self, x, r, b):
         top = lambda v: jnp.max(jnp.abs(v), axis=-2, initial=0.0)
@@ -112,7 +115,7 @@ class _Refiner(_Solver):
 
     def full_solve(self, b, trans):
         """The float64 solve that a matrix whose refinement did not converge falls back to."""
-        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a  # A^T = conj(A): positive too
+        a = self.matrix(trans)  # A^T = conj(A): positive definite too
         if self.assume_a == "pos":
             c, = potrf.bind(a, lower=True, **self.params)
             x, = potrs.bind(c, b, lower=True, **_strategy.for_part("potrs", self.params))
@@ -208,8 +211,7 @@ class _IrsSolver(_Solver):
         self.params = params
 
     def refine(self, b, trans, max_iterations):
-        a = jnp.swapaxes(self.a, -1, -2) if trans else self.a
-        x, iterations = irs_gesv.bind(a, b, **self.params)
+        x, iterations = irs_gesv.bind(self.matrix(trans), b, **self.params)
         err = self.backward_error(x, b - self.matvec(x, trans), b)
         return x, (jnp.maximum(iterations, 0), err, iterations < 0)
 
