@@ -79,6 +79,29 @@ class _Solver:
                         residual / jnp.where(scale == 0, 1, scale))
         return jnp.max(err, axis=-1, initial=0.0)
 
+    @staticmethod
+    def accept(b):
+        """The backward error a refined solution must reach: LAPACK ?sgesv's test."""
+        return max(1.0, b.shape[-2] ** 0.5) * jnp.finfo(b.real.dtype).eps
+
+    def fall_back(self, x, err, b, trans):
+        """(x, err, fell back): a matrix whose refinement did not reach accept() is solved in
+        float64, in one solve of the batch, only when one needs it."""
+        fell_back = ~(err <= self.accept(b))
+
+        def with_fallback():
+            x64 = self.full_solve(b, trans)
+            err64 = self.backward_error(x64, b - self.matvec(x64, trans), b)
+            return (jnp.where(fell_back[..., None, None], x64, x),
+                    jnp.where(fell_back, err64, err))
+
+        x, err = lax.cond(jnp.any(fell_back), with_fallback, lambda: (x, err))
+        return x, err, fell_back
+
+    def full_solve(self, b, trans):
+        """The float64 solve that a matrix whose refinement did not converge falls back to."""
+        return _solve_matrix(self.matrix(trans), b, self.params)
+
 
 class _Refiner(_Solver):
     """The low-precision factor of A (scaled by a power of two) and A itself in float64, for
@@ -114,19 +137,15 @@ class _Refiner(_Solver):
         return y.astype(r.dtype) * jnp.exp2(t - self.exponent)
 
     def full_solve(self, b, trans):
-        """The float64 solve that a matrix whose refinement did not converge falls back to."""
-        a = self.matrix(trans)  # A^T = conj(A): positive definite too
-        if self.assume_a == "pos":
-            c, = potrf.bind(a, lower=True, **self.params)
-            x, = potrs.bind(c, b, lower=True, **_strategy.for_part("potrs", self.params))
-            return x
-        return _solve_matrix(a, b, self.params)
+        if self.assume_a != "pos":
+            return super().full_solve(b, trans)
+        c, = potrf.bind(self.matrix(trans), lower=True, **self.params)  # A^T = conj(A): HPD too
+        x, = potrs.bind(c, b, lower=True, **_strategy.for_part("potrs", self.params))
+        return x
 
     def refine(self, b, trans, max_iterations):
         """(x, (iterations, backward error, fell back)) for A x = b (A^T x = b)."""
-        n = b.shape[-2]
         eps = jnp.finfo(b.real.dtype).eps
-        accept = max(1.0, n ** 0.5) * eps  # LAPACK ?sgesv's test
         batch = lambda m: m[..., None, None]
 
         x = self.low_solve(b, trans)
@@ -153,14 +172,7 @@ class _Refiner(_Solver):
             return i + 1, x, r, jnp.where(better, err_new, err), done, steps
 
         _, x, r, err, _, steps = lax.while_loop(more, step, (0, x, r, err, done, steps))
-        fell_back = ~(err <= accept)
-
-        def with_fallback():  # only where a matrix needs it: a float64 solve of the batch
-            x64 = self.full_solve(b, trans)
-            err64 = self.backward_error(x64, b - self.matvec(x64, trans), b)
-            return (jnp.where(batch(fell_back), x64, x), jnp.where(fell_back, err64, err))
-
-        x, err = lax.cond(jnp.any(fell_back), with_fallback, lambda: (x, err))
+        x, err, fell_back = self.fall_back(x, err, b, trans)
         return x, (steps, err, fell_back)
 
 
@@ -213,7 +225,10 @@ class _IrsSolver(_Solver):
     def refine(self, b, trans, max_iterations):
         x, iterations = irs_gesv.bind(self.matrix(trans), b, **self.params)
         err = self.backward_error(x, b - self.matvec(x, trans), b)
-        return x, (jnp.maximum(iterations, 0), err, iterations < 0)
+        # cuSOLVER's own test of convergence is not ours: what it passes and we do not is
+        # solved again in float64 (a matrix it solved in float64, iterations < 0, passes).
+        x, err, fell_back = self.fall_back(x, err, b, trans)
+        return x, (jnp.maximum(iterations, 0), err, fell_back | (iterations < 0))
 
 
 def mixed_solve(a, b, *, assume_a="gen", factor_precision="float32",
