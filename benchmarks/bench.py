@@ -541,16 +541,11 @@ OPS = {
         # ops: where refinement converges and where it falls back to float64.
         Op("solve_mixed", jnp.linalg.solve, None, _with_solution, _backward_error,
            ours=_mixed_solve, routine="getrf"),
-        Op("solve_mixed_tf32", jnp.linalg.solve, None, _with_solution, _backward_error,
-           ours=functools.partial(_mixed_solve, factor_precision="tf32"), routine="irs_gesv"),
         Op("solve_mixed_pos", _jax_cho_solve, None, _spd_with_solution, _backward_error,
            ours=functools.partial(_mixed_solve, assume_a="pos"), routine="potrf"),
-        *(Op(f"solve_mixed{tag}_cond1e{e}", jnp.linalg.solve, None,
-             _conditioned_with_solution(10.0 ** e), _backward_error,
-             ours=functools.partial(_mixed_solve, factor_precision=precision),
-             routine=routine)
-          for tag, precision, routine in (("", "float32", "getrf"), ("_tf32", "tf32", "irs_gesv"))
-          for e in MIXED_CONDITIONS),
+        *(Op(f"solve_mixed_cond1e{e}", jnp.linalg.solve, None,
+             _conditioned_with_solution(10.0 ** e), _backward_error, ours=_mixed_solve,
+             routine="getrf") for e in MIXED_CONDITIONS),
         # The error per unit of condition (_det_error): about eps x n, so a floor of its own
         # (float32 16x512 on the CPU: JAX 3.7e-6; 1% off everywhere 5.8e-4, one sign flipped 0.03).
         Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf",

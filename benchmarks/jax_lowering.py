@@ -81,10 +81,8 @@ ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
             "svd": ("gesvdj",), "svdvals": ("gesvdj",), "lstsq": ("gesvdj",),
             "lstsq_auto": ("gesvdj",), "pinv": ("gesvdj",), "svd_qr": ("gesvd",),
             # The JAX column of the mixed-precision ops is JAX's float64 solve.
-            "solve_mixed": ("getrf",), "solve_mixed_tf32": ("getrf",),
-            "solve_mixed_pos": ("potrf",),
-            **{f"solve_mixed{tag}_cond1e{e}": ("getrf",) for tag in ("", "_tf32")
-               for e in (2, 4, 6, 8, 10, 12)}}
+            "solve_mixed": ("getrf",), "solve_mixed_pos": ("potrf",),
+            **{f"solve_mixed_cond1e{e}": ("getrf",) for e in (2, 4, 6, 8, 10, 12)}}
 
 # The rules above in words, for the report.
 RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigvals (Xgeev) and "

@@ -298,7 +298,7 @@ def solve(a, b, *, precision=None, strategy=None, lanes=None):
     (mixed.mixed_solve, which also gives the iteration counts)."""
     if precision == "mixed":
         from .mixed import MAX_ITERATIONS, _mixed_solve  # mixed.py builds on this module
-        return _mixed_solve("solve", a, b, "gen", "float32", MAX_ITERATIONS,
+        return _mixed_solve("solve", a, b, "gen", MAX_ITERATIONS,
                             resolve_params(strategy, lanes)).x
     if precision is not None:
         raise ValueError(f"solve: precision must be None or 'mixed', got {precision!r}")

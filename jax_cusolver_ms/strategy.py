@@ -50,7 +50,7 @@ BLOCKED_MIN_N = {"sytrf": 128, "sytrs": 512}
 BLOCKED_SMALL_BATCH = {"sytrs": (4, 128)}  # routine -> (most matrices, from n)
 # Routines JAX has no lowering of its own for: "xla" is never a candidate (a benchmark times
 # JAX's LU next to them, which a table must not take for theirs).
-NO_XLA = {"sytrf", "sytrs", "irs_gesv"}
+NO_XLA = {"sytrf", "sytrs"}
 # `auto` may also answer "xla": JAX's own lowering is the fastest for that call (e.g. getrs with
 # many right-hand sides, where XLA's batched cuBLAS triangular solves beat cuSOLVER getrs).
 XLA = "xla"
@@ -206,7 +206,7 @@ def routine_of(op: str, rows: int, cols: int) -> str:
     return ROUTINE_OF.get(op, op)
 
 
-_SOLVES = {"getrs", "potrs", "sytrs", "irs_gesv"}  # the routines that take right-hand sides (nrhs)
+_SOLVES = {"getrs", "potrs", "sytrs"}  # the routines that take right-hand sides (nrhs)
 
 
 def _op_name(op: str, routine: str) -> str:

@@ -346,9 +346,6 @@ OPS = [
     # Mixed precision: a float32 / complex64 factor, refined to float64 accuracy
     Op("solve_mixed", lambda a, b, **kw: jcm.solve(a, b, precision="mixed", **kw),
        jnp.linalg.solve, build_solve, ("getrf", "getrs"), dtypes=DOUBLE_DTYPES, **lu_blocked),
-    Op("solve_mixed_tf32",
-       lambda a, b, **kw: jcm.mixed_solve(a, b, factor_precision="tf32", **kw).x,
-       jnp.linalg.solve, build_solve, ("irs_gesv",), dtypes=DOUBLE_DTYPES),
     Op("mixed_solve_pos", lambda a, b, **kw: jcm.mixed_solve(a, b, assume_a="pos", **kw).x,
        jnp.linalg.solve, build_spd_solve, ("potrf", "potrs"),
        dtypes=DOUBLE_DTYPES, **cholesky_blocked),

@@ -125,10 +125,8 @@ def jax_collectives(fn, args):
 HOST_CALLBACK_ON_CPU = {"ldl_factor", "ldl_solve"}
 # The mixed-precision solves refine until every matrix of the batch has converged and fall back
 # to float64 if any has not (mixed.py): one all-reduce of a flag per refinement step, while the
-# matrices stay on their devices. (The TF32 path refines inside cuSOLVER on a GPU; its CPU path
-# is the float32 one.)
-BATCH_WIDE_FLAGS = {"solve_mixed": {"all-reduce"}, "solve_mixed_tf32": {"all-reduce"},
-                    "mixed_solve_pos": {"all-reduce"}}
+# matrices stay on their devices.
+BATCH_WIDE_FLAGS = {"solve_mixed": {"all-reduce"}, "mixed_solve_pos": {"all-reduce"}}
 
 
 @pytest.mark.parametrize("op", BATCHED)

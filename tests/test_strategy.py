@@ -20,7 +20,7 @@ from conftest import TINY_KERNEL_N, requires_extension
 pytestmark = pytest.mark.skipif(_ffi.limits is None, reason="_jcm_limits is not built")
 
 ROUTINES = ("getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf", "sytrs",
-            "syevd", "syevj", "geev", "gesvd", "gesvdj", "irs_gesv")
+            "syevd", "syevj", "geev", "gesvd", "gesvdj")
 
 
 # --- the one vocabulary ---------------------------------------------------------------------------
@@ -45,7 +45,7 @@ def test_every_routine_has_its_limits():
     assert {r for r, l in routines.items() if l["blocked"]} == {"getrf", "potrf", "sytrf", "sytrs",
                                                               "gesvd", "gesvdj"}
     assert {r for r, l in routines.items() if l["blocked_oblong_only"]} == {"gesvd", "gesvdj"}
-    assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd", "irs_gesv"}
+    assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd"}
     constants = _ffi.limits.constants()
     assert routines["getrf"]["small_max_n"] == constants["getrf_small_max_n"]
     # The tiny kernels' tests cover every order they take.

@@ -10,7 +10,6 @@
   X(jcm_getrf_small)    \
   X(jcm_getrs)          \
   X(jcm_getrs_small)    \
-  X(jcm_irs_gesv)       \
   X(jcm_potrf)          \
   X(jcm_potrf_small)    \
   X(jcm_potrs)          \

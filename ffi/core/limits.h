@@ -113,9 +113,9 @@ inline constexpr int64_t kMaxGridY = 65535;
 
 enum class Routine : int {
   kGetrf, kGetrs, kPotrf, kPotrs, kGeqrf, kOrgqr, kOrmqr, kSytrf, kSytrs, kSyevd, kSyevj,
-  kGeev, kGesvd, kGesvdj, kIrsGesv,
+  kGeev, kGesvd, kGesvdj,
 };
-inline constexpr int kRoutineCount = 15;
+inline constexpr int kRoutineCount = 14;
 
 // What a routine can run. looped and sequential run every routine (one library call per item).
 struct RoutineLimits {
@@ -178,8 +178,6 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
     {Routine::kGesvd, "gesvd", "", 0, false, 0, kSvdQrFirst, false, false, 0, 0, false, true},
     {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0,
      kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},
-    // cuSOLVER's iterative-refinement solve (?Xgesv): per matrix, it returns on the host.
-    {Routine::kIrsGesv, "irs_gesv", "", 0, false, 0, "", false, false, 0, 0, false},
 };
 
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }

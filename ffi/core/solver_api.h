@@ -86,24 +86,6 @@ T scalar_of(double x) {
   }
 }
 
-// cuSOLVER's iterative-refinement solves that factor in TF32 on the tensor cores and refine to
-// the element type's precision (cusolverDnDXgesv, cusolverDnZYgesv): float64 and complex128 only.
-template <typename T>
-struct irs_api {
-  static constexpr bool kHas = false;
-};
-#define JCM_IRS_API(T, ROUTINE)                                      \
-  template <>                                                        \
-  struct irs_api<T> {                                                \
-    static constexpr bool kHas = true;                               \
-    static constexpr const char* kName = #ROUTINE;                   \
-    static constexpr auto gesv = ROUTINE;                            \
-    static constexpr auto gesv_buffer_size = ROUTINE##_bufferSize;   \
-  };
-JCM_IRS_API(double, cusolverDnDXgesv)
-JCM_IRS_API(cuDoubleComplex, cusolverDnZYgesv)
-#undef JCM_IRS_API
-
 // A workspace-cache key for a call shape: the element type's letter, then the dims ("S:64:64").
 template <typename T>
 std::string shape_key(std::initializer_list<int64_t> dims) {

@@ -141,60 +141,6 @@ struct getrs_traits {
   }
 };
 
-// cuSOLVER's iterative-refinement solve A X = B (irs_api: DXgesv, ZYgesv): LU in TF32 on the
-// tensor cores, refined to float64 (complex128) accuracy, and where that does not converge
-// cuSOLVER's own float64 LU solve (iter < 0). Per matrix, on the lanes: the iteration count comes
-// back on the host. A is solved from a copy (`io`: a fall-back overwrites it with its LU), B from
-// a copy in the workspace (the routine takes it as writable), the pivots in the workspace too.
-template <typename T>
-struct irs_gesv_traits {
-  static constexpr const char* kName = "irs_gesv";
-  InPlace<T> io;  // a, copied into the scratch result a_work
-  int64_t n, nrhs;
-  const T* b;
-  T* x;
-  int* iterations;  // per matrix: cuSOLVER's iter (< 0: fell back to float64)
-
-  size_t b_bytes() const { return align_up(n * nrhs * sizeof(T)); }
-  size_t pivot_bytes() const { return align_up(n * sizeof(int)); }
-  std::string workspace_key() const { return shape_key<T>({n, nrhs}); }
-
-  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
-    if constexpr (!irs_api<T>::kHas) {
-      return invalid_argument("irs_gesv: a must be float64 or complex128");
-    } else {
-      // The query reads no buffer, but may refuse a null one: the pivots and the workspace
-      // (not allocated yet) are stood in for by info and a_work, device memory of this call.
-      size_t bytes = 0;
-      JCM_CUSOLVER(std::string(irs_api<T>::kName) + "_bufferSize",
-                   irs_api<T>::gesv_buffer_size(ctx.solver, n, nrhs, io.data, n, io.info,
-                                                const_cast<T*>(b), n, x, n, io.data, &bytes));
-      return Workspace{align_up(bytes) + b_bytes() + pivot_bytes(), 0};
-    }
-  }
-
-  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
-    if constexpr (!irs_api<T>::kHas) {
-      return invalid_argument("irs_gesv: a must be float64 or complex128");
-    } else {
-      auto* bytes = static_cast<std::byte*>(work);
-      const size_t lwork = ws.device_bytes - b_bytes() - pivot_bytes();
-      T* b_copy = reinterpret_cast<T*>(bytes + lwork);
-      int* ipiv = reinterpret_cast<int*>(bytes + lwork + b_bytes());
-      JCM_CUDA(cudaMemcpyAsync(b_copy, b + i * n * nrhs, n * nrhs * sizeof(T),
-                               cudaMemcpyDeviceToDevice, ctx.stream));
-      int iter = 0;
-      JCM_CUSOLVER(irs_api<T>::kName,
-                   irs_api<T>::gesv(ctx.solver, n, nrhs, io.data + i * n * n, n, ipiv, b_copy, n,
-                                    x + i * n * nrhs, n, work, lwork, &iter, io.info + i));
-      // From pageable memory: the copy has read `iter` when it returns.
-      JCM_CUDA(cudaMemcpyAsync(iterations + i, &iter, sizeof(int), cudaMemcpyHostToDevice,
-                               ctx.stream));
-      return ffi::Error::Success();
-    }
-  }
-};
-
 ffi::Error check_trans(int32_t trans, const char* op) {
   if (trans >= 0 && trans <= 2) return ffi::Error::Success();
   return invalid_argument(std::string(op) + ": trans must be 0 (N), 1 (T) or 2 (C)");
@@ -234,29 +180,6 @@ ffi::Error getrs_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
   return run_typed<getrs_traits>(lu.element_type(), "getrs", call, scratch,
                                  in_place(b, x, info, mb), mb.rows, mb.cols, op_trans, any_ptr(lu),
                                  ipiv.typed_data());
-}
-
-ffi::Error irs_gesv_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
-                            ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> a_work,
-                            ffi::Result<ffi::AnyBuffer> x,
-                            ffi::Result<ffi::Buffer<ffi::S32>> iterations,
-                            ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t strategy,
-                            int32_t lanes) {
-  if (a.element_type() != ffi::DataType::F64 && a.element_type() != ffi::DataType::C128) {
-    return invalid_argument("irs_gesv: a must be float64 or complex128");
-  }
-  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, solve_operands(a, "a", b, x, "irs_gesv"));
-  JCM_RETURN_IF_ERROR(check_like(a, a_work, "irs_gesv", "a_work"));
-  JCM_RETURN_IF_ERROR(check_info(info, a, "irs_gesv"));
-  JCM_RETURN_IF_ERROR(
-      check_dims(iterations->dimensions(), batch_shape(a.dimensions(), 2, {}), "irs_gesv",
-                 "iterations"));
-  JCM_ASSIGN_OR_RETURN(CallConfig call, call_config(stream, device, strategy, lanes,
-                                                    Routine::kIrsGesv, {mb.rows, mb.rows, mb.cols}));
-  // (Empty where n or nrhs is zero: nothing runs, and Python does not call it then.)
-  return run_typed<irs_gesv_traits>(a.element_type(), "irs_gesv", call, scratch,
-                                    in_place(a, a_work, info, mb), mb.rows, mb.cols, any_ptr(b),
-                                    any_ptr(x), iterations->typed_data());
 }
 
 // The small-matrix kernel (lu_kernels.h getrf_small_batched): one launch on XLA's stream with
@@ -315,14 +238,6 @@ JCM_KERNEL_HANDLER(jcm_getrf_small, getrf_small_handler,
 JCM_SOLVER_HANDLER(jcm_getrs, getrs_handler,
                    JCM_SOLVE_BINDINGS(.Arg<xla::ffi::Buffer<xla::ffi::S32>>())  // lu, pivots, b
                    .Attr<int32_t>("trans"));
-
-JCM_SOLVER_HANDLER(jcm_irs_gesv, irs_gesv_handler,
-                   .Arg<xla::ffi::AnyBuffer>()              // a
-                   .Arg<xla::ffi::AnyBuffer>()              // b
-                   .Ret<xla::ffi::AnyBuffer>()              // a_work (scratch: a's copy)
-                   .Ret<xla::ffi::AnyBuffer>()              // x
-                   .Ret<xla::ffi::Buffer<xla::ffi::S32>>()  // iterations
-                   JCM_INFO_RET);
 
 JCM_KERNEL_HANDLER(jcm_getrs_small, getrs_small_handler,
                    .Arg<xla::ffi::AnyBuffer>()              // lu
