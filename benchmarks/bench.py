@@ -586,6 +586,10 @@ OPS = {
         # inputs' do), against JAX's SVD and PyTorch's QR (gels, its only CUDA driver).
         Op("lstsq_auto", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,
            ours=functools.partial(_lstsq, method="auto"), routine="lstsq"),
+        # lstsq(precision="mixed") (float64 only): a float32 QR refined to float64 accuracy,
+        # against JAX's float64 SVD least squares.
+        Op("lstsq_mixed", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,
+           ours=functools.partial(_lstsq, precision="mixed"), routine="lstsq"),
         Op("pinv", jnp.linalg.pinv, "linalg.pinv", _general, _pinv_error),
     ]
 }

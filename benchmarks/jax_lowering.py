@@ -79,7 +79,8 @@ ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
             "eigh": ("syevd",), "eigvalsh": ("syevd",), "generalized_eigh": ("potrf", "syevd"),
             "eig": ("geev",), "eigvals": ("geev",),
             "svd": ("gesvdj",), "svdvals": ("gesvdj",), "lstsq": ("gesvdj",),
-            "lstsq_auto": ("gesvdj",), "pinv": ("gesvdj",), "svd_qr": ("gesvd",),
+            "lstsq_auto": ("gesvdj",), "lstsq_mixed": ("gesvdj",), "pinv": ("gesvdj",),
+            "svd_qr": ("gesvd",),
             # The JAX column of the mixed-precision ops is JAX's float64 solve.
             "solve_mixed": ("getrf",), "solve_mixed_pos": ("potrf",),
             **{f"solve_mixed_cond1e{e}": ("getrf",) for e in (2, 4, 6, 8, 10, 12)}}

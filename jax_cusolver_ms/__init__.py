@@ -12,7 +12,7 @@ from .eigh import EighResult, eigh, eigvalsh, generalized_eigh, lax_eigh
 from .ldl import ldl_factor, ldl_solve
 from .lu import det, inv, lu, lu_factor, lu_solve, slogdet, solve
 from .matmul import matmul
-from .mixed import MixedSolveResult, mixed_solve
+from .mixed import MixedLstsqResult, MixedSolveResult, mixed_lstsq, mixed_solve
 from .qr import QRResult, householder_product, ormqr, qr, qr_multiply
 from .settings import STRATEGIES, config
 from .strategy import explain
@@ -22,10 +22,11 @@ from .svd import SVDResult, cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
 __version__ = "0.1.0"
 
 __all__ = [
-    "EigResult", "EighResult", "MixedSolveResult", "QRResult", "STRATEGIES", "SVDResult", "cho_factor", "cho_solve",
-    "cholesky", "cond", "config", "det", "disable", "eig", "eigh", "eigvals", "eigvalsh", "enable",
-    "enabled", "explain", "generalized_eigh", "gpu_available", "householder_product", "inv",
-    "lane_count", "lax_eig", "lax_eigh", "ldl_factor", "ldl_solve", "library_versions", "lstsq",
-    "lu", "lu_factor", "lu_solve", "matmul", "matrix_rank", "mixed_solve", "norm", "ormqr", "pinv", "qr",
+    "EigResult", "EighResult", "MixedLstsqResult", "MixedSolveResult", "QRResult", "STRATEGIES",
+    "SVDResult", "cho_factor", "cho_solve", "cholesky", "cond", "config", "det", "disable",
+    "eig", "eigh", "eigvals", "eigvalsh", "enable", "enabled", "explain", "generalized_eigh",
+    "gpu_available", "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh",
+    "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor", "lu_solve",
+    "matmul", "matrix_rank", "mixed_lstsq", "mixed_solve", "norm", "ormqr", "pinv", "qr",
     "qr_multiply", "slogdet", "solve", "svd", "svdvals", "tune",
 ]

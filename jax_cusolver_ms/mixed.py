@@ -10,6 +10,9 @@ is then still above sqrt(n) eps64 (LAPACK's test; cond(A) near 1 / eps32 or beyo
 factor that failed in the lower precision) is solved again in float64, so the result is always
 a float64 solve's. The factorization is where the time goes (2/3 n^3 against 2 n^2 a step), so
 mixed pays where the lower precision factors faster: see docs/mixed_precision.md.
+
+Least squares (mixed_lstsq, lstsq(precision="mixed")) the same way from a float32 QR, refined on
+the augmented system (_AugmentedRefiner), falling back to lstsq's float64 method.
 """
 from __future__ import annotations
 
@@ -21,9 +24,11 @@ import numpy as np
 from jax import lax
 
 from . import strategy as _strategy
-from ._common import mh, nan_where, nonfinite_matrices, resolve_params
+from ._common import matmul, mh, nan_where, nonfinite_matrices, resolve_params
 from .cholesky import potrf, potrs
 from .lu import _solve_matrix, getrf, getrs, solve_operands
+from .qr import qr as _qr
+from .svd import _lstsq, svdvals
 
 # LAPACK's ITERMAX (?sgesv): refinement gains about -log10(cond(A) eps32) digits a step, so a
 # matrix that needs more steps than this is better solved in float64 outright.
@@ -186,3 +191,159 @@ def _mixed_solve(op, a, b, assume_a, max_iterations, params):
         lambda _, r: refiner.refine(r, True, max_iterations), has_aux=True)
     x = nan_where(nonfinite_matrices(a), x)  # NaN for a matrix that is not finite, as solve
     return MixedSolveResult(x[..., 0] if vector else x, steps, err, fell_back)
+
+
+# --- least squares ------------------------------------------------------------------------------
+
+class MixedLstsqResult(NamedTuple):
+    """lstsq's (x, residuals, rank, s), and per matrix of the batch: iterations, the refinement
+    steps after the first low-precision solve; fell_back, True where refinement did not
+    converge and x, rank and s are the float64 method's."""
+    x: jax.Array
+    residuals: jax.Array
+    rank: jax.Array
+    s: jax.Array
+    iterations: jax.Array
+    fell_back: jax.Array
+
+
+def mixed_lstsq(a, b, rcond=None, *, method="svd", max_iterations=MAX_ITERATIONS,
+                strategy=None, lanes=None) -> MixedLstsqResult:
+    """Least squares for float64 / complex128 from a float32 / complex64 QR, refined to float64
+    accuracy: lstsq(a, b, rcond, method=method, precision="mixed") with the iteration counts.
+    Shapes and conventions as lstsq (tall: the least-squares solution; wide: the minimum-norm
+    one). A matrix the refinement does not converge for (rank deficient, or too ill-conditioned
+    for float32) is solved by `method` in float64; s and rank of the others come from the
+    float32 R (s to float32's accuracy). Differentiable in a and b."""
+    if not isinstance(max_iterations, int) or max_iterations < 0:
+        raise ValueError(f"mixed_lstsq: max_iterations must be an int >= 0, got "
+                         f"{max_iterations!r}")
+    return MixedLstsqResult(*_lstsq("mixed_lstsq", a, b, rcond, method, False, "mixed",
+                                    dict(strategy=strategy, lanes=lanes), max_iterations))
+
+
+class _AugmentedRefiner:
+    """Least squares from a float32 QR, refined in float64 on the augmented system (Bjorck's
+    refinement, which keeps the QR solution's accuracy where refining x alone, the corrected
+    semi-normal equations, would square the condition number):
+
+        [ I    A' ] [r]   [f0]
+        [ A'^H  0 ] [z] = [g0],   A' = A, (f0, g0) = (b, 0) for a tall A: z = x, r = b - A x;
+                                  A' = A^H, (f0, g0) = (0, b) for a wide A: r = x, the minimum-
+                                  norm solution of A x = b.
+
+    With A' = 2^e Q R (the float32 QR of A' scaled by a power of two), the correction of the
+    residuals (f, g) is z1 = R'^-H g, d = Q^H f, dr = f + Q (z1 - d), dz = R'^-1 (d - z1)."""
+
+    def __init__(self, ap, params):
+        self.ap = ap
+        self.ap_norm = jnp.maximum(jnp.max(jnp.sum(jnp.abs(ap), axis=-1), axis=-1, initial=0.0),
+                                   jnp.max(jnp.sum(jnp.abs(ap), axis=-2), axis=-1, initial=0.0))
+        self.exponent = _exponent(ap, (-2, -1))
+        low = (ap * jnp.exp2(-self.exponent)).astype(_LOWER[ap.dtype])
+        self.q, self.r = _qr(low, mode="reduced", **params)
+
+    def low_solve(self, f, g):
+        """The correction (dr, dz) for residuals (f, g), in float32 after one exact scaling of
+        f by 2^-t and g by 2^-(t + e) (see low_solve of _Refiner)."""
+        e = self.exponent
+        t = jnp.maximum(_exponent(f, (-2, -1)), _exponent(g, (-2, -1)) - e)
+        f32 = (f * jnp.exp2(-t)).astype(self.q.dtype)
+        g32 = (g * jnp.exp2(-t - e)).astype(self.q.dtype)
+        z1 = jax.scipy.linalg.solve_triangular(self.r, g32, trans="C", lower=False)
+        d = matmul(mh(self.q), f32)
+        dr = f32 + matmul(self.q, z1 - d)
+        dz = jax.scipy.linalg.solve_triangular(self.r, d - z1, lower=False)
+        return dr.astype(f.dtype) * jnp.exp2(t), dz.astype(f.dtype) * jnp.exp2(t - e)
+
+    def residual(self, r, z, f0, g0):
+        hi = lax.Precision.HIGHEST
+        return (f0 - r - jnp.matmul(self.ap, z, precision=hi),
+                g0 - jnp.matmul(mh(self.ap), r, precision=hi))
+
+    def backward_error(self, f, g, r, z, f0, g0):
+        """The augmented system's normwise backward error, per matrix (worst column)."""
+        top = lambda v: jnp.max(jnp.abs(v), axis=-2, initial=0.0)
+        residual = jnp.maximum(top(f), top(g))
+        scale = self.ap_norm[..., None] * (top(r) + top(z)) + top(r) + top(f0) + top(g0)
+        err = jnp.where(scale == 0, jnp.where(residual == 0, 0, jnp.inf),
+                        residual / jnp.where(scale == 0, 1, scale))
+        return jnp.max(err, axis=-1, initial=0.0)
+
+    def refine(self, f0, g0, max_iterations):
+        """((r, z), (iterations, fell back)); a matrix that did not converge gives zeros (its
+        solution comes from the float64 fall-back, and its tangents then must not be NaN)."""
+        eps = jnp.finfo(f0.real.dtype).eps
+        batch = lambda m: m[..., None, None]
+        r, z = self.low_solve(f0, g0)
+        f, g = self.residual(r, z, f0, g0)
+        err = self.backward_error(f, g, r, z, f0, g0)
+        done = ~(err > eps)
+        steps = jnp.zeros(err.shape, jnp.int32)
+
+        def more(state):
+            return (state[0] < max_iterations) & ~jnp.all(state[-2])
+
+        def step(state):
+            i, r, z, f, g, err, done, steps = state
+            dr, dz = self.low_solve(f, g)
+            r_new, z_new = r + dr, z + dz
+            f_new, g_new = self.residual(r_new, z_new, f0, g0)
+            err_new = self.backward_error(f_new, g_new, r_new, z_new, f0, g0)
+            better = ~done & (err_new < err)
+            keep = lambda new, old: jnp.where(batch(better), new, old)
+            steps = steps + (~done).astype(jnp.int32)
+            done = done | ~(err_new > eps) | ~(err_new < err / 2)  # as _Refiner.refine
+            return (i + 1, keep(r_new, r), keep(z_new, z), keep(f_new, f), keep(g_new, g),
+                    jnp.where(better, err_new, err), done, steps)
+
+        _, r, z, _, _, err, _, steps = lax.while_loop(
+            more, step, (0, r, z, f, g, err, done, steps))
+        converged = err <= max(1.0, self.ap.shape[-2] ** 0.5) * eps
+        r, z = (jnp.where(batch(converged), v, 0) for v in (r, z))
+        return (r, z), (steps, ~converged)
+
+
+def _mixed_lstsq(a, b, kept, float64_lstsq, max_iterations, params):
+    """lstsq's precision="mixed" (svd.lstsq): a (..., m, n) and b (..., m, k) broadcast, float64
+    or complex128. Returns (x, mask of the singular values kept, s, iterations, fell back):
+    s from the float32 R, and for a matrix whose refinement did not converge (rank deficient,
+    or too ill-conditioned for float32) x, mask and s of float64_lstsq(a, b)."""
+    m, n = a.shape[-2:]
+    wide = m < n
+    ap = mh(a) if wide else a
+    refiner = _AugmentedRefiner(lax.stop_gradient(ap), params)
+    # f0 has A' rows, g0 its columns: the zeros stand for the part b is not.
+    zeros = jnp.zeros(b.shape[:-2] + (ap.shape[-2 if wide else -1], b.shape[-1]), b.dtype)
+    rhs = (zeros, b) if wide else (b, zeros)
+    hi = lax.Precision.HIGHEST
+
+    def matvec(rz):
+        r, z = rz
+        return r + jnp.matmul(ap, z, precision=hi), jnp.matmul(mh(ap), r, precision=hi)
+
+    def solve(_, c):
+        return refiner.refine(*c, max_iterations)
+
+    def transpose_solve(_, c):
+        # The augmented matrix is Hermitian: its transpose is its conjugate.
+        if not jnp.iscomplexobj(b):
+            return solve(_, c)
+        (r, z), aux = solve(_, tuple(v.conj() for v in c))
+        return (r.conj(), z.conj()), aux
+
+    (r, z), (steps, fell_back) = lax.custom_linear_solve(matvec, rhs, solve, transpose_solve,
+                                                        has_aux=True)
+    x = r if wide else z
+    s = (svdvals(refiner.r, **params).astype(np.finfo(a.dtype).dtype) *
+         jnp.exp2(refiner.exponent[..., 0]))  # R's of A' scaled by 2^-e: back to A's
+    mask = kept(s)[0]
+
+    def with_fallback():  # only where a matrix needs it: float64 least squares of the batch
+        x64, mask64, s64 = float64_lstsq(a, b)
+        pick = lambda v64, v, dims: jnp.where(fell_back.reshape(fell_back.shape + (1,) * dims),
+                                              v64, v)
+        return pick(x64, x, 2), pick(mask64, mask, 1), pick(s64, s, 1)
+
+    x, mask, s = lax.cond(jnp.any(fell_back), with_fallback, lambda: (x, mask, s))
+    return x, mask, s, steps, fell_back

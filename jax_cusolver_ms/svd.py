@@ -340,7 +340,8 @@ def matrix_rank(M, rtol=None, *, hermitian=False, tol=None, strategy=None, lanes
 LSTSQ_METHODS = ("svd", "qr", "auto")
 
 
-def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, strategy=None, lanes=None):
+def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, precision=None, strategy=None,
+          lanes=None):
     """Least squares on any batch: (x, residuals, rank, s) minimizing ||a x - b|| for each
     matrix, with jax.numpy.linalg.lstsq's conventions, which takes a 2-D a only. a (..., m, n);
     b (m,) or (..., m) (one fewer dim than a): vectors, or (..., m, k); batch dims broadcast.
@@ -354,36 +355,56 @@ def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, strategy=None, l
     on a rank-deficient a x is not the minimum-norm solution), or "auto": "qr" where every
     matrix of the call has full rank by those singular values, else the SVD of R (a = Q R:
     the same minimum-norm solution, from a k x k SVD). Differentiable (by composition).
-    numpy_resid=True (2-D a only, not under jit): NumPy's empty residuals where it has them."""
+    numpy_resid=True (2-D a only, not under jit): NumPy's empty residuals where it has them.
+
+    precision="mixed" (float64 / complex128): x from a float32 / complex64 QR refined to float64
+    accuracy (mixed.mixed_lstsq, which also gives the iteration counts); a matrix whose
+    refinement does not converge (rank deficient, or too ill-conditioned for float32) is solved
+    by `method` in float64. s and rank come from the float32 R for the others: s to float32's
+    accuracy."""
+    return _lstsq("lstsq", a, b, rcond, method, numpy_resid, precision, params=dict(
+        strategy=strategy, lanes=lanes))[:4]
+
+
+def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iterations=None):
+    """lstsq's work: (x, residuals, rank, s, iterations, fell back), the last two None unless
+    precision is "mixed"; errors name `op`, the function the user called."""
+    if precision not in (None, "mixed"):
+        raise ValueError(f"{op}: precision must be None or 'mixed', got {precision!r}")
     if method not in LSTSQ_METHODS:
-        raise ValueError(f"lstsq: method must be one of {LSTSQ_METHODS}, got {method!r}")
-    a, b = promote("lstsq", a, b)
+        raise ValueError(f"{op}: method must be one of {LSTSQ_METHODS}, got {method!r}")
+    a, b = promote(op, a, b)
     if a.ndim < 2:  # jnp.linalg.lstsq: a TypeError (for a scalar a, an IndexError of its own)
-        raise TypeError(f"lstsq: {a.ndim}-dimensional a given; it must be at least "
+        raise TypeError(f"{op}: {a.ndim}-dimensional a given; it must be at least "
                         "two-dimensional")
     vector = b.ndim == 1 or b.ndim == a.ndim - 1
     if b.ndim < 1 or not (vector or b.ndim == a.ndim):
-        raise TypeError(f"lstsq: b of shape {b.shape} for a of shape {a.shape}: b must be "
+        raise TypeError(f"{op}: b of shape {b.shape} for a of shape {a.shape}: b must be "
                         f"1- or {a.ndim - 1}-dimensional (vectors) or {a.ndim}-dimensional")
     if vector:
         b = b[..., None]
     m, n = a.shape[-2:]
     if b.shape[-2] != m:
-        raise ValueError("lstsq: leading dimensions of a and b must match, got "
+        raise ValueError(f"{op}: leading dimensions of a and b must match, got "
                          f"a {a.shape}, b {b.shape}")
     if numpy_resid and a.ndim != 2:
-        raise ValueError("lstsq: numpy_resid=True takes a 2-D a only (NumPy's lstsq)")
+        raise ValueError(f"{op}: numpy_resid=True takes a 2-D a only (NumPy's lstsq)")
     try:
         batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise ValueError(f"lstsq: the batch dims of a {a.shape} and b {b.shape} do not "
+        raise ValueError(f"{op}: the batch dims of a {a.shape} and b {b.shape} do not "
                          "broadcast") from None
     a = jnp.broadcast_to(a, batch + (m, n))
     b = jnp.broadcast_to(b, batch + b.shape[-2:])
     k = min(m, n)
     dtype = a.dtype
-    params = dict(strategy=strategy, lanes=lanes)
     eps = jnp.finfo(dtype).eps
+    iterations = fell_back = None
+    if precision == "mixed":
+        if dtype not in (np.float64, np.complex128):
+            raise TypeError(f"{op}: mixed precision takes float64 or complex128 (the precision "
+                            f"it refines to), got {dtype}")
+        iterations, fell_back = jnp.zeros(batch, np.int32), jnp.zeros(batch, bool)
     if k == 0:
         s = jnp.zeros(batch + (0,), dtype=_real_dtype(dtype))
         rank = jnp.zeros(batch, dtype=jnp.sum(jnp.zeros(1, bool)).dtype)
@@ -395,12 +416,21 @@ def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, strategy=None, l
             mask = (s > 0) & (s >= jnp.asarray(rcond, dtype=s.dtype) * s[..., :1])
             return mask, jnp.where(mask, 1 / jnp.where(mask, s, 1), 0).astype(dtype)[..., None]
 
-        if method == "svd":
-            u, s, vh = svd(a, full_matrices=False, **params)
-            mask, s_inv = kept(s)
-            x = matmul(mh(vh), s_inv * matmul(mh(u), b))
-        else:
+        def float64_lstsq(a, b):  # (x, mask, s) by `method`
+            if method == "svd":
+                u, s, vh = svd(a, full_matrices=False, **params)
+                mask, s_inv = kept(s)
+                return matmul(mh(vh), s_inv * matmul(mh(u), b)), mask, s
             mask, s, x = _lstsq_qr(a, b, kept, method == "auto", params)
+            return x, mask, s
+
+        if precision == "mixed":
+            from .mixed import MAX_ITERATIONS, _mixed_lstsq  # mixed.py builds on this module
+            x, mask, s, iterations, fell_back = _mixed_lstsq(
+                a, b, kept, float64_lstsq,
+                MAX_ITERATIONS if max_iterations is None else max_iterations, params)
+        else:
+            x, mask, s = float64_lstsq(a, b)
         rank = mask.sum(-1)
     if numpy_resid and (rank < n or m <= n):
         resid = jnp.asarray([])
@@ -408,7 +438,7 @@ def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, strategy=None, l
         resid = jnp.sum(jnp.abs(b - matmul(a, x)) ** 2, axis=-2)
     if vector:
         x = x[..., 0]  # (residuals keep their k = 1, as JAX's)
-    return x, resid, rank, s
+    return x, resid, rank, s, iterations, fell_back
 
 
 def _lstsq_qr(a, b, kept, fall_back, params):

@@ -193,6 +193,11 @@ def build_lstsq(rng, dtype, batch, n):
     return _general(rng, dtype, (), (m, k)), random_rhs(rng, (m,), dtype)
 
 
+def build_batched_lstsq(rng, dtype, batch, n):
+    m, k = rect(n)
+    return _general(rng, dtype, batch, (m, k)), random_rhs(rng, batch + (m, 2), dtype)
+
+
 def build_matmul(rng, dtype, batch, n):
     m, k = rect(n)
     return random_rhs(rng, batch + (m, k), dtype), random_rhs(rng, batch + (k, n - 1), dtype)
@@ -402,6 +407,9 @@ OPS = [
        ("gesvdj",), nan_outputs=None),  # an integer: no NaN to hold
     Op("lstsq", jcm.lstsq, jnp.linalg.lstsq, build_lstsq, ("gesvdj",), cond=100, batched=False,
        nan_outputs=None),
+    Op("lstsq_mixed", lambda a, b, **kw: jcm.lstsq(a, b, precision="mixed", **kw)[0],
+       jnp.vectorize(lambda a, b: jnp.linalg.lstsq(a, b)[0], signature="(m,n),(m,k)->(n,k)"),
+       build_batched_lstsq, ("geqrf", "orgqr"), cond=100, dtypes=DOUBLE_DTYPES),
     Op("norm", lambda a, **kw: jcm.norm(a, 2, (-2, -1), **kw),
        lambda a: jnp.linalg.norm(a, 2, (-2, -1)), build_rect, ("gesvdj",)),
     Op("cond", jcm.cond, jnp.linalg.cond, build_rect, ("gesvdj",), cond=100),

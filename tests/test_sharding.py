@@ -126,7 +126,8 @@ HOST_CALLBACK_ON_CPU = {"ldl_factor", "ldl_solve"}
 # The mixed-precision solves refine until every matrix of the batch has converged and fall back
 # to float64 if any has not (mixed.py): one all-reduce of a flag per refinement step, while the
 # matrices stay on their devices.
-BATCH_WIDE_FLAGS = {"solve_mixed": {"all-reduce"}, "mixed_solve_pos": {"all-reduce"}}
+BATCH_WIDE_FLAGS = {"solve_mixed": {"all-reduce"}, "mixed_solve_pos": {"all-reduce"},
+                    "lstsq_mixed": {"all-reduce"}}
 
 
 @pytest.mark.parametrize("op", BATCHED)
