@@ -117,19 +117,24 @@ else:
     print(f"jax_cusolver_ms/tables/{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}.json")
 EOF
 )
-  step "tune --ship --out $table $TUNE (log: $OUT/tune.log)"
+  # The tune writes the copy under $OUT after every cell: a command cut short by the device's
+  # time limit still brings back every cell it finished.
+  mkdir -p "$OUT/tables"
+  out_table="$OUT/tables/$(basename "$table")"
+  [[ -f "$table" ]] && cp "$table" "$out_table"
+  step "tune --ship --out $out_table $TUNE (log: $OUT/tune.log)"
   eval "targs=($TUNE)"
   # From another folder (-P and cd), so that the installed package runs.
-  (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$OLDPWD/$table" \
+  (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$out_table" \
     "${targs[@]}" > "$OUT/tune.log" 2>&1)
   rc=$?
-  if [[ -f "$table" ]]; then
-    mkdir -p "$OUT/tables" && cp "$table" "$OUT/tables/"
+  if [[ -f "$out_table" ]]; then
+    cp "$out_table" "$table"
     # Into the installed package too: a later SKIP_BUILD=1 run on this machine (the benchmark)
     # then reads the table just measured.
     installed=$(cd "${TMPDIR:-/tmp}" && python3 -c \
       "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
-    cp "$table" "$installed/tables/" && echo "installed into $installed/tables/"
+    cp "$out_table" "$installed/tables/" && echo "installed into $installed/tables/"
   fi
   grep -E "^wrote" "$OUT/tune.log"
   echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
