@@ -57,6 +57,53 @@ def _exponent(x, axes):
     return jnp.where(ok, jnp.floor(jnp.log2(jnp.where(ok, top, 1))), 0)
 
 
+def _top(v):
+    """Per column, the largest magnitude: the inf-norm of each right-hand side's vector."""
+    return jnp.max(jnp.abs(v), axis=-2, initial=0.0)
+
+
+def _normwise(residual, scale):
+    """residual / scale per column (0 / 0 is 0, r / 0 is Inf), the worst column per matrix.
+    NaN stays NaN: a matrix or x that is not finite is never taken as converged."""
+    err = jnp.where(scale == 0, jnp.where(residual == 0, 0, jnp.inf),
+                    residual / jnp.where(scale == 0, 1, scale))
+    return jnp.max(err, axis=-1, initial=0.0)
+
+
+def _refine(low_solve, residual, backward_error, first, max_iterations, eps):
+    """Classical iterative refinement of y (an array, or a tuple of arrays), per matrix of the
+    batch: y = low_solve(first) (the low-precision solve of the right-hand side), then while
+    some matrix is not done y += low_solve(residual(y)), the residual in float64, keeping each
+    matrix's y of least backward_error(y, residual). Returns (y, its error, steps taken)."""
+    keep = lambda better, new, old: jax.tree.map(
+        lambda n, o: jnp.where(better[..., None, None], n, o), new, old)
+    y = low_solve(first)
+    res = residual(y)
+    err = backward_error(y, res)
+    done = ~(err > eps)  # at float64's rounding already, or NaN / Inf: nothing to refine
+    steps = jnp.zeros(err.shape, jnp.int32)
+
+    def more(state):
+        i, _, _, _, done, _ = state
+        return (i < max_iterations) & ~jnp.all(done)
+
+    def step(state):
+        i, y, res, err, done, steps = state
+        y_new = jax.tree.map(jnp.add, y, low_solve(res))
+        res_new = residual(y_new)
+        err_new = backward_error(y_new, res_new)
+        better = ~done & (err_new < err)
+        steps = steps + (~done).astype(jnp.int32)
+        # Stops at float64's rounding, or where a step no longer halves the error (the rate is
+        # about cond(A) eps32: beyond 1/2 it would not converge in time).
+        done = done | ~(err_new > eps) | ~(err_new < err / 2)
+        return (i + 1, keep(better, y_new, y), keep(better, res_new, res),
+                jnp.where(better, err_new, err), done, steps)
+
+    _, y, _, err, _, steps = lax.while_loop(more, step, (0, y, res, err, done, steps))
+    return y, err, steps
+
+
 class _Refiner:
     """The low-precision factor of A (scaled by a power of two) and A itself in float64, for
     solves with A (trans False) or with A^T (trans True: custom_linear_solve's transpose)."""
@@ -81,12 +128,7 @@ class _Refiner:
         return jnp.matmul(self.matrix(trans), x, precision=lax.Precision.HIGHEST)
 
     def backward_error(self, x, r, b):
-        top = lambda v: jnp.max(jnp.abs(v), axis=-2, initial=0.0)
-        residual, scale = top(r), self.a_norm[..., None] * top(x) + top(b)
-        # NaN stays NaN (a matrix or x that is not finite is never taken as converged).
-        err = jnp.where(scale == 0, jnp.where(residual == 0, 0, jnp.inf),
-                        residual / jnp.where(scale == 0, 1, scale))
-        return jnp.max(err, axis=-1, initial=0.0)
+        return _normwise(_top(r), self.a_norm[..., None] * _top(x) + _top(b))
 
     def low_solve(self, r, trans):
         """A^-1 r (A^-T r) from the low-precision factor, r scaled into float32's range. With
@@ -119,31 +161,9 @@ class _Refiner:
         """(x, (iterations, backward error, fell back)) for A x = b (A^T x = b)."""
         eps = jnp.finfo(b.real.dtype).eps
         batch = lambda m: m[..., None, None]
-
-        x = self.low_solve(b, trans)
-        r = b - self.matvec(x, trans)
-        err = self.backward_error(x, r, b)
-        done = ~(err > eps)  # at float64's rounding already, or NaN / Inf: nothing to refine
-        steps = jnp.zeros(err.shape, jnp.int32)
-
-        def more(state):
-            i, _, _, _, done, _ = state
-            return (i < max_iterations) & ~jnp.all(done)
-
-        def step(state):
-            i, x, r, err, done, steps = state
-            x_new = x + self.low_solve(r, trans)
-            r_new = b - self.matvec(x_new, trans)
-            err_new = self.backward_error(x_new, r_new, b)
-            better = ~done & (err_new < err)
-            x, r = jnp.where(batch(better), x_new, x), jnp.where(batch(better), r_new, r)
-            steps = steps + (~done).astype(jnp.int32)
-            # Stops at float64's rounding, or where a step no longer halves the error (the
-            # rate is about cond(A) eps32: beyond 1/2 it would not converge in time).
-            done = done | ~(err_new > eps) | ~(err_new < err / 2)
-            return i + 1, x, r, jnp.where(better, err_new, err), done, steps
-
-        _, x, r, err, _, steps = lax.while_loop(more, step, (0, x, r, err, done, steps))
+        x, err, steps = _refine(lambda r: self.low_solve(r, trans),
+                                lambda x: b - self.matvec(x, trans),
+                                lambda x, r: self.backward_error(x, r, b), b, max_iterations, eps)
         accept = max(1.0, b.shape[-2] ** 0.5) * eps  # LAPACK ?sgesv's test
         fell_back = ~(err <= accept)
 
@@ -263,42 +283,19 @@ class _AugmentedRefiner:
 
     def backward_error(self, f, g, r, z, f0, g0):
         """The augmented system's normwise backward error, per matrix (worst column)."""
-        top = lambda v: jnp.max(jnp.abs(v), axis=-2, initial=0.0)
-        residual = jnp.maximum(top(f), top(g))
-        scale = self.ap_norm[..., None] * (top(r) + top(z)) + top(r) + top(f0) + top(g0)
-        err = jnp.where(scale == 0, jnp.where(residual == 0, 0, jnp.inf),
-                        residual / jnp.where(scale == 0, 1, scale))
-        return jnp.max(err, axis=-1, initial=0.0)
+        return _normwise(jnp.maximum(_top(f), _top(g)),
+                         self.ap_norm[..., None] * (_top(r) + _top(z)) + _top(r) + _top(f0) +
+                         _top(g0))
 
     def refine(self, f0, g0, max_iterations):
         """((r, z), (iterations, fell back)); a matrix that did not converge gives zeros (its
         solution comes from the float64 fall-back, and its tangents then must not be NaN)."""
         eps = jnp.finfo(f0.real.dtype).eps
         batch = lambda m: m[..., None, None]
-        r, z = self.low_solve(f0, g0)
-        f, g = self.residual(r, z, f0, g0)
-        err = self.backward_error(f, g, r, z, f0, g0)
-        done = ~(err > eps)
-        steps = jnp.zeros(err.shape, jnp.int32)
-
-        def more(state):
-            return (state[0] < max_iterations) & ~jnp.all(state[-2])
-
-        def step(state):
-            i, r, z, f, g, err, done, steps = state
-            dr, dz = self.low_solve(f, g)
-            r_new, z_new = r + dr, z + dz
-            f_new, g_new = self.residual(r_new, z_new, f0, g0)
-            err_new = self.backward_error(f_new, g_new, r_new, z_new, f0, g0)
-            better = ~done & (err_new < err)
-            keep = lambda new, old: jnp.where(batch(better), new, old)
-            steps = steps + (~done).astype(jnp.int32)
-            done = done | ~(err_new > eps) | ~(err_new < err / 2)  # as _Refiner.refine
-            return (i + 1, keep(r_new, r), keep(z_new, z), keep(f_new, f), keep(g_new, g),
-                    jnp.where(better, err_new, err), done, steps)
-
-        _, r, z, _, _, err, _, steps = lax.while_loop(
-            more, step, (0, r, z, f, g, err, done, steps))
+        (r, z), err, steps = _refine(lambda fg: self.low_solve(*fg),
+                                     lambda rz: self.residual(*rz, f0, g0),
+                                     lambda rz, fg: self.backward_error(*fg, *rz, f0, g0),
+                                     (f0, g0), max_iterations, eps)
         converged = err <= max(1.0, self.ap.shape[-2] ** 0.5) * eps
         r, z = (jnp.where(batch(converged), v, 0) for v in (r, z))
         return (r, z), (steps, ~converged)
