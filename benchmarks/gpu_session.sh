@@ -10,12 +10,14 @@
 #
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
+#   TUNE="--ops svd --budget-s 200" bash benchmarks/gpu_session.sh oblong  # tune, then a grid
 #   JAX_SUITE=PATH/linalg_test.py bash benchmarks/gpu_session.sh  # build, then JAX's own tests
 #   SHARDED=1 bash benchmarks/gpu_session.sh       # build, then one GPU against all of them
 #                                                  # (SHARDED="--batch 64": its options)
 #
 # TUNE (options of python -m jax_cusolver_ms.tune): measures into the table shipped for this GPU
-# instead of the tests and the benchmark, and installs it (SKIP_BUILD=1 runs after it read it).
+# instead of the tests, and installs it (SKIP_BUILD=1 runs after it read it); with a GRID named
+# too, that grid's benchmark then runs on the new table, else nothing more.
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
 # SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 420), PYTEST_ARGS (more pytest arguments),
@@ -36,6 +38,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT="$(mkdir -p "${OUT:-./out}" && cd "${OUT:-./out}" && pwd)"
 GRID="${1:-quick}"
+GRID_GIVEN=$(( $# > 0 ))
 (( $# )) && shift
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -138,7 +141,9 @@ EOF
   fi
   grep -E "^wrote" "$OUT/tune.log"
   echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
-  exit $rc
+  # A grid named as well runs next, on the table just tuned (one machine, one build).
+  (( rc != 0 || ! GRID_GIVEN )) && exit $rc
+  SKIP_TESTS=1
 fi
 
 if [[ -n "${SANITIZE:-}" ]]; then
