@@ -16,6 +16,7 @@ the augmented system (_AugmentedRefiner), falling back to lstsq's float64 method
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -242,6 +243,13 @@ def mixed_lstsq(a, b, rcond=None, *, method="svd", max_iterations=MAX_ITERATIONS
                                     dict(strategy=strategy, lanes=lanes), max_iterations))
 
 
+def _augmented_matvec(ap, rz):
+    """[I A'; A'^H 0] [r; z], in float64."""
+    r, z = rz
+    hi = lax.Precision.HIGHEST
+    return r + jnp.matmul(ap, z, precision=hi), jnp.matmul(mh(ap), r, precision=hi)
+
+
 class _AugmentedRefiner:
     """Least squares from a float32 QR, refined in float64 on the augmented system (Bjorck's
     refinement, which keeps the QR solution's accuracy where refining x alone, the corrected
@@ -277,9 +285,8 @@ class _AugmentedRefiner:
         return dr.astype(f.dtype) * jnp.exp2(t), dz.astype(f.dtype) * jnp.exp2(t - e)
 
     def residual(self, r, z, f0, g0):
-        hi = lax.Precision.HIGHEST
-        return (f0 - r - jnp.matmul(self.ap, z, precision=hi),
-                g0 - jnp.matmul(mh(self.ap), r, precision=hi))
+        f, g = _augmented_matvec(self.ap, (r, z))
+        return f0 - f, g0 - g
 
     def backward_error(self, f, g, r, z, f0, g0):
         """The augmented system's normwise backward error, per matrix (worst column)."""
@@ -313,12 +320,6 @@ def _mixed_lstsq(a, b, kept, float64_lstsq, max_iterations, params):
     # f0 has A' rows, g0 its columns: the zeros stand for the part b is not.
     zeros = jnp.zeros(b.shape[:-2] + (ap.shape[-2 if wide else -1], b.shape[-1]), b.dtype)
     rhs = (zeros, b) if wide else (b, zeros)
-    hi = lax.Precision.HIGHEST
-
-    def matvec(rz):
-        r, z = rz
-        return r + jnp.matmul(ap, z, precision=hi), jnp.matmul(mh(ap), r, precision=hi)
-
     def solve(_, c):
         return refiner.refine(*c, max_iterations)
 
@@ -329,8 +330,8 @@ def _mixed_lstsq(a, b, kept, float64_lstsq, max_iterations, params):
         (r, z), aux = solve(_, tuple(v.conj() for v in c))
         return (r.conj(), z.conj()), aux
 
-    (r, z), (steps, fell_back) = lax.custom_linear_solve(matvec, rhs, solve, transpose_solve,
-                                                        has_aux=True)
+    (r, z), (steps, fell_back) = lax.custom_linear_solve(
+        functools.partial(_augmented_matvec, ap), rhs, solve, transpose_solve, has_aux=True)
     x = r if wide else z
     s = (svdvals(refiner.r, **params).astype(np.finfo(a.dtype).dtype) *
          jnp.exp2(refiner.exponent[..., 0]))  # R's of A' scaled by 2^-e: back to A's
