@@ -173,6 +173,16 @@ def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strateg
 GENERALIZED_TYPES = (1, 2, 3)
 
 
+def _subset(op, subset, n, name="subset_by_index"):
+    """(lo, hi) of SciPy's subset_by_index (`name` as the caller calls it): the eigenvalues
+    lo .. hi, both included."""
+    lo, hi = (int(i) for i in subset)
+    if not 0 <= lo <= hi < n:
+        raise ValueError(f"{op}: {name} must be (lo, hi) with 0 <= lo <= hi < {n}, got "
+                         f"{tuple(subset)}")
+    return lo, hi
+
+
 def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_index=None,
                      strategy=None, lanes=None):
     """scipy.linalg.eigh(a, b)'s generalized Hermitian-definite eigenproblem, on any batch
@@ -198,10 +208,7 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
         raise ValueError(f"{op}: a and b must be of the same order, got a {a.shape}, b {b.shape}")
     a, b = broadcast_batch([a, b], [2, 2])
     if subset_by_index is not None:
-        lo, hi = (int(i) for i in subset_by_index)
-        if not 0 <= lo <= hi < n:
-            raise ValueError(f"{op}: subset_by_index must be (lo, hi) with 0 <= lo <= hi < "
-                             f"{n}, got {tuple(subset_by_index)}")
+        lo, hi = _subset(op, subset_by_index, n)
     # The Hermitian matrices the named triangles define (as LAPACK reads them).
     a, b = (_hermitian_from_lower(x if lower else mh(x)) for x in (a, b))
     params = dict(strategy=strategy, lanes=lanes)

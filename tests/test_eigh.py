@@ -472,6 +472,19 @@ def test_generalized_eigh_subsets_broadcasts_and_the_scipy_mirror(rng):
     w2, v2 = jcm.generalized_eigh(a, b, type=2)
     np.testing.assert_allclose(w_mirror, w2, rtol=1e-12)
     assert mirror.eigh(a, b, eigvals_only=True).shape == (3, 7)
+    # eigvals (SciPy's older name for subset_by_index), which JAX's eigh refuses.
+    w_sub, v_sub = mirror.eigh(a, b, eigvals=(2, 4))
+    np.testing.assert_allclose(w_sub, w, rtol=1e-12)
+    np.testing.assert_allclose(np.abs(v_sub), np.abs(v), rtol=1e-10, atol=1e-12)
+    h = (a[0] + a[0].T) / 2
+    np.testing.assert_allclose(mirror.eigh(h, eigvals=(1, 3), eigvals_only=True),
+                               scipy.linalg.eigh(h, subset_by_index=(1, 3), eigvals_only=True),
+                               rtol=1e-10)
+    assert mirror.eigh(h, eigvals=(0, 0))[1].shape == (7, 1)
+    with pytest.raises(ValueError, match="eigh: eigvals must be"):
+        mirror.eigh(a, b, eigvals=(4, 2))
+    with pytest.raises(ValueError, match="eigh: eigvals must be"):
+        mirror.eigh(h, eigvals=(0, 7))
 
 
 def test_generalized_eigh_fails_only_the_matrix_whose_b_is_not_definite(rng):

@@ -19,7 +19,7 @@ from jax import lax as _lax
 
 from .._common import forwarding_to as _forwarding_to, matmul as _matmul, promote as _promote
 from ..cholesky import cho_factor as _jcm_cho_factor, cho_solve as _jcm_cho_solve
-from ..eigh import generalized_eigh as _jcm_generalized_eigh, lax_eigh as _jcm_lax_eigh
+from ..eigh import _subset, generalized_eigh as _jcm_generalized_eigh, lax_eigh as _jcm_lax_eigh
 from ..lu import lu as _jcm_lu, lu_factor as _jcm_lu_factor, lu_solve as _jcm_lu_solve
 from ..numpy import linalg as _numpy_linalg
 from ..qr import qr as _jcm_qr, qr_multiply as _jcm_qr_multiply
@@ -77,14 +77,21 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
          turbo=True, eigvals=None, type=1, check_finite=True):
     """jax.scipy.linalg.eigh on this package's Hermitian eigendecomposition (the input
     symmetrized, as JAX's); with b, SciPy's generalized problem of `type` 1, 2 or 3, which JAX
-    does not implement (generalized_eigh: batched, B-orthonormal vectors). `eigvals`, which JAX
-    does not implement either, is JAX's own call."""
-    if b is not None and eigvals is None and _served(a, b):
-        return _jcm_generalized_eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type)
-    if b is None and eigvals is None and type == 1:
+    does not implement (generalized_eigh: batched, B-orthonormal vectors). `eigvals` (lo, hi),
+    which JAX does not implement either: the eigenvalues lo .. hi, both included (SciPy's
+    subset_by_index), and their vectors."""
+    if b is not None and _served(a, b):
+        if eigvals is not None:
+            _subset("eigh", eigvals, _jnp.shape(a)[-1], "eigvals")
+        return _jcm_generalized_eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
+                                     subset_by_index=eigvals)
+    if b is None and type == 1:
         a = _jnp.asarray(a)
         if _served(a) and _is_square_stack(a):
             v, w = _jcm_lax_eigh(a, lower=lower)
+            if eigvals is not None:
+                lo, hi = _subset("eigh", eigvals, a.shape[-1], "eigvals")
+                w, v = w[..., lo:hi + 1], v[..., :, lo:hi + 1]
             return w if eigvals_only else (w, v)
     return _jax_linalg.eigh(a, b, lower, eigvals_only, overwrite_a, overwrite_b, turbo, eigvals,
                             type, check_finite)
