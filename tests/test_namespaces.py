@@ -673,7 +673,6 @@ UNSERVED = [
     _unserved(S, "cho_solve", matrix_and_rhs("spd", "vector"), ((2, 4, 4),),
               call=_cho_solve_of_jax_s_factor, lower=True),
     _unserved(S, "solve", matrix_and_rhs("spd", "vector"), ((2, 4, 4),), assume_a="pos"),
-    _unserved(S, "eigh", matrix("hermitian"), ((4, 4),), eigvals=(0, 1)),
     _unserved(S, "eigh", matrix("hermitian"), ((4, 4),), type=2),
     *[_unserved(S, "qr", matrix(), ((4, 4), (5, 3)), mode=mode, pivoting=True)
       for mode in ("full", "economic", "r")],

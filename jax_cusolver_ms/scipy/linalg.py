@@ -5,9 +5,10 @@ Every name of jax.scipy.linalg is here. The functions this package implements (c
 cho_solve, cholesky, det, eigh, inv, lu, lu_factor, lu_solve, qr, qr_multiply, solve, svd) are
 defined with JAX's own signatures (the SciPy-only arguments JAX ignores, such as overwrite_a,
 check_finite or lapack_driver, are accepted and ignored alike), return what JAX's return and run
-this package's implementation under its `auto` strategy. A call this package does not serve the
-same way (pivoting=True, eigh's generalized problem, an operand of a dtype its solvers do not
-take, ...) is JAX's own call, which answers or raises as JAX does. Every other name (expm,
+this package's implementation under its `auto` strategy; eigh also serves what JAX's refuses, the
+generalized problem (b) and eigvals. A call this package does not serve the same way
+(pivoting=True, an operand of a dtype its solvers do not take, ...) is JAX's own call, which
+answers or raises as JAX does. Every other name (expm,
 solve_triangular, schur, block_diag, ...) is JAX's own object, looked up on use.
 """
 import functools as _functools
