@@ -58,6 +58,19 @@ def _exponent(x, axes):
     return jnp.where(ok, jnp.floor(jnp.log2(jnp.where(ok, top, 1))), 0)
 
 
+def _scaled_low(a):
+    """(e, A 2^-e in float32 / complex64): one exact scaling per matrix into float32's range."""
+    e = _exponent(a, (-2, -1))
+    return e, (a * jnp.exp2(-e)).astype(_LOWER[a.dtype])
+
+
+def _require_double(op, dtype):
+    """The TypeError of a mixed-precision call on anything but float64 / complex128."""
+    if jnp.dtype(dtype) not in _LOWER:
+        raise TypeError(f"{op}: mixed precision takes float64 or complex128 (the precision it "
+                        f"refines to), got {dtype}")
+
+
 def _top(v):
     """Per column, the largest magnitude: the inf-norm of each right-hand side's vector."""
     return jnp.max(jnp.abs(v), axis=-2, initial=0.0)
@@ -113,8 +126,7 @@ class _Refiner:
         self.a = a
         self.a_norm = jnp.max(jnp.sum(jnp.abs(a), axis=-1), axis=-1, initial=0.0)  # ||A||_inf
         self.assume_a = assume_a
-        self.exponent = _exponent(a, (-2, -1))
-        low = (a * jnp.exp2(-self.exponent)).astype(_LOWER[a.dtype])
+        self.exponent, low = _scaled_low(a)
         self.params = params
         if assume_a == "pos":
             self.factor, = potrf.bind(low, lower=True, **params)
@@ -200,9 +212,7 @@ def mixed_solve(a, b, *, assume_a="gen", max_iterations=MAX_ITERATIONS, strategy
 def _mixed_solve(op, a, b, assume_a, max_iterations, params):
     """mixed_solve's work; errors name `op`, the function the user called (solve too)."""
     a, bm, vector = solve_operands(op, a, b)
-    if a.dtype not in _LOWER:
-        raise TypeError(f"{op}: mixed precision takes float64 or complex128 (the precision it "
-                        f"refines to), got {a.dtype}")
+    _require_double(op, a.dtype)
     if assume_a == "pos":
         a = (a + mh(a)) / 2
     refiner = _Refiner(lax.stop_gradient(a), assume_a, params)
@@ -267,8 +277,7 @@ class _AugmentedRefiner:
         self.ap = ap
         self.ap_norm = jnp.maximum(jnp.max(jnp.sum(jnp.abs(ap), axis=-1), axis=-1, initial=0.0),
                                    jnp.max(jnp.sum(jnp.abs(ap), axis=-2), axis=-1, initial=0.0))
-        self.exponent = _exponent(ap, (-2, -1))
-        low = (ap * jnp.exp2(-self.exponent)).astype(_LOWER[ap.dtype])
+        self.exponent, low = _scaled_low(ap)
         self.q, self.r = _qr(low, mode="reduced", **params)
 
     def low_solve(self, f, g):

@@ -401,9 +401,9 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
     eps = jnp.finfo(dtype).eps
     iterations = fell_back = None
     if precision == "mixed":
-        if dtype not in (np.float64, np.complex128):
-            raise TypeError(f"{op}: mixed precision takes float64 or complex128 (the precision "
-                            f"it refines to), got {dtype}")
+        # (Here, not at the top: mixed.py builds on this module.)
+        from .mixed import MAX_ITERATIONS, _mixed_lstsq, _require_double
+        _require_double(op, dtype)
         iterations, fell_back = jnp.zeros(batch, np.int32), jnp.zeros(batch, bool)
     if k == 0:
         s = jnp.zeros(batch + (0,), dtype=_real_dtype(dtype))
@@ -425,7 +425,6 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
             return x, mask, s
 
         if precision == "mixed":
-            from .mixed import MAX_ITERATIONS, _mixed_lstsq  # mixed.py builds on this module
             x, mask, s, iterations, fell_back = _mixed_lstsq(
                 a, b, kept, float64_lstsq,
                 MAX_ITERATIONS if max_iterations is None else max_iterations, params)
