@@ -123,9 +123,9 @@ def jax_collectives(fn, args):
 # The CPU implementation of LDL^T is SciPy's LAPACK through a host callback, which XLA runs on
 # one device (the batch gathered there); on the GPU its FFI call partitions as the others.
 HOST_CALLBACK_ON_CPU = {"ldl_factor", "ldl_solve"}
-# The mixed-precision solves refine until every matrix of the batch has converged and fall back
-# to float64 if any has not (mixed.py): one all-reduce of a flag per refinement step, while the
-# matrices stay on their devices.
+# The mixed-precision solves and least squares refine until every matrix of the batch has
+# converged and fall back to float64 if any has not (mixed.py): one all-reduce of a flag per
+# refinement step, while the matrices stay on their devices.
 BATCH_WIDE_FLAGS = {"solve_mixed": {"all-reduce"}, "mixed_solve_pos": {"all-reduce"},
                     "lstsq_mixed": {"all-reduce"}}
 
