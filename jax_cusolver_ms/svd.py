@@ -1,5 +1,5 @@
 """SVD family: one svd primitive (cuSOLVER gesvdj or gesvd on the lanes, or this project's Jacobi
-kernel for matrices up to 32 x 32) and svd, svdvals, pinv, matrix_rank, lstsq, norm, cond built
+kernel for matrices up to 128 x 128) and svd, svdvals, pinv, matrix_rank, lstsq, norm, cond built
 on it.
 
 Semantics follow jax.numpy.linalg (and jax.lax.linalg.svd's `algorithm` and JVP), so imports can
@@ -237,8 +237,9 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, *, algorithm=No
 
     algorithm as jax.lax.linalg.svd's: None / SvdAlgorithm.DEFAULT / "default" (Jacobi up to
     n = 1024, QR iteration above, as JAX on CUDA), SvdAlgorithm.QR / "qr" (cuSOLVER gesvd) or
-    SvdAlgorithm.JACOBI / "jacobi" (gesvdj; for matrices up to 32 x 32 under strategy "batched",
-    this project's one-launch Jacobi kernel). Without a GPU every algorithm runs JAX's own SVD.
+    SvdAlgorithm.JACOBI / "jacobi" (gesvdj; for matrices up to 128 x 128 under strategy
+    "batched", this project's one-launch Jacobi kernel). Without a GPU every algorithm runs JAX's
+    own SVD.
 
     hermitian=True uses JAX's own eigh, as jnp does (algorithm, strategy and lanes do not apply).
     Differentiable as jax.lax.linalg.svd (not for full_matrices=True with m != n).

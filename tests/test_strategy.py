@@ -78,7 +78,7 @@ def test_the_knobs_are_listed_with_their_defaults():
     ("potrs", "batched", (128, 128), 2, True, "one right-hand side"),
     ("sytrf", "batched", (1025, 1025), 0, True, "larger"),
     ("syevj", "batched", (33, 33), 0, True, "larger"),
-    ("gesvdj", "batched", (8, 33), 0, True, "larger"),
+    ("gesvdj", "batched", (8, 129), 0, True, "larger"),
     ("ormqr", "batched", (4000, 8), 0, True, None),       # C's columns are what the kernel holds
     ("ormqr", "batched", (4000, 8), 0, False, "larger"),  # ... its rows, from the right
 ])
@@ -157,7 +157,7 @@ def test_the_ffi_attribute_is_the_enum_value():
     ("ldl_factor", (2, 1025, 1025), "batched", 1, "n <= 1024"),
     ("cho_solve", (4, 128, 128), "batched", 3, "with 3 right-hand side(s)"),
     ("cho_solve", (4, 128, 128), "blocked", 1, "no blocked algorithm"),
-    ("svd", (4, 64, 64), "batched", 1, "svd: strategy 'batched'"),
+    ("svd", (4, 129, 129), "batched", 1, "svd: strategy 'batched'"),
     ("eigh", (4, 64, 64), "blocked", 1, "possible here: looped, sequential, batched"),
 ])
 def test_explain_rejects_an_infeasible_strategy_naming_the_op(op, shape, strategy_, nrhs, expect):

@@ -48,11 +48,13 @@ ALGORITHMS = ("default", "qr", "jacobi")
 # (full_matrices, compute_uv)
 MODES = {"full": (True, True), "reduced": (False, True), "values": (False, False)}
 
-# (batch..., m, n): n = 1, batch 0 and 1, several batch dims, square, tall and wide, and one
-# above gesvdjBatched's 32 (the GPU run then meets gesvdj / lanes under strategy "batched").
+# (batch..., m, n): n = 1, batch 0 and 1, several batch dims, square, tall and wide, and above
+# 32 the Jacobi kernel's longer columns under strategy "batched" on the GPU: two, three and four
+# rows a lane, the full U completed past 32 rows, and at 128 x 128 V (float64, complex64) or the
+# matrix and V (complex128) in the workspace instead of shared memory.
 SVD_SHAPES = [
     (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 7, 5), (3, 6, 11),
-    (2, 40, 33), (4, 0),
+    (2, 40, 33), (3, 37, 70), (2, 100, 37), (2, 128, 128), (4, 0),
 ]
 
 
@@ -139,7 +141,7 @@ def test_algorithm_spellings_are_jax_s(rng):
 
 
 @pytest.mark.parametrize("dtype,kind,strategy", strategy_grid(DTYPES, ["zero_column", "rank2"]))
-@pytest.mark.parametrize("shape", [(3, 12, 8), (3, 8, 12), (2, 30, 30)], ids=ids)
+@pytest.mark.parametrize("shape", [(3, 12, 8), (3, 8, 12), (2, 30, 30), (2, 70, 50)], ids=ids)
 def test_rank_deficient(rng, dtype, kind, strategy, shape):
     *batch, m, n = shape
     if kind == "rank2":
@@ -661,11 +663,11 @@ def test_cuda_lowering_layouts_and_attributes(claim_extension, ours_measured_fas
     assert "compute_uv = 0" in values
 
 
-def test_auto_takes_the_svd_kernel_up_to_32(ours_measured_faster):
-    for shape in [(1, 16, 16), (4, 32, 32), (256, 8, 8), (3, 1, 1), (4, 9, 30)]:
+def test_auto_takes_the_svd_kernel_up_to_its_limit(ours_measured_faster):
+    for shape in [(1, 16, 16), (4, 32, 32), (256, 8, 8), (3, 1, 1), (4, 9, 30), (4, 128, 70)]:
         plan = jcm.explain("svd", shape, np.float32)
         assert (plan.op, plan.strategy, plan.lanes) == ("gesvdj", "batched", 1), plan
-    assert not jcm.explain("svd", (4, 33, 33), np.float32).runs_small_kernel
+    assert not jcm.explain("svd", (4, 129, 70), np.float32).runs_small_kernel
 
 
 def test_the_svd_kernel_runs_without_the_guard(claim_extension):
@@ -677,10 +679,13 @@ def test_the_svd_kernel_runs_without_the_guard(claim_extension):
     assert "jcm_gesvdj" in text and "is_finite" in text
 
 
-# (batch, m, n): square, tall and wide at the kernel's limit, odd and tiny sizes; square up to
-# 4 x 4 is the tiny kernel's (a thread per matrix, 128 a block: 300 fill three blocks).
+# (batch, m, n): square, tall and wide at a lane per row's limit (32) and at the kernel's (128,
+# four rows a lane; at 128 x 128 V, or for complex128 the matrix too, in the workspace), odd and
+# tiny sizes; square up to 4 x 4 is the tiny kernel's (a thread per matrix, 128 a block: 300
+# fill three blocks).
 KERNEL_SHAPES = [(300, 32, 32), (300, 32, 7), (300, 5, 32), (50, 31, 31), (50, 1, 1), (50, 2, 3),
-                 (50, 17, 16), (300, 2, 2), (300, 3, 3), (300, 4, 4)]
+                 (50, 17, 16), (300, 2, 2), (300, 3, 3), (300, 4, 4), (20, 65, 65),
+                 (20, 128, 41), (20, 41, 128), (8, 128, 128)]
 
 
 def _kernel_inputs(rng, shape, dtype):
@@ -719,9 +724,11 @@ def test_svd_kernel_on_many_matrices(rng, dtype, shape):
 # The QR-first SVD (strategy "blocked") of a matrix twice as tall as wide or more, or as wide
 # ---------------------------------------------------------------------------------------------
 
-# (batch, m, n): tall and wide, the aspect at the limit (2), 16:1, k = 1, past the Jacobi
-# kernel's 32 in the long dimension only, and in both.
-OBLONG_SHAPES = [(3, 20, 10), (3, 10, 20), (2, 64, 4), (4, 5, 80), (2, 9, 1), (2, 90, 40)]
+# (batch, m, n): tall and wide, the aspect at the limit (2), 16:1, k = 1, past a lane per row
+# (32) in the long dimension only, and in both, and past the Jacobi kernel's 128 (the R factor
+# within it).
+OBLONG_SHAPES = [(3, 20, 10), (3, 10, 20), (2, 64, 4), (4, 5, 80), (2, 9, 1), (2, 90, 40),
+                 (2, 300, 100)]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=ids)
@@ -807,11 +814,11 @@ def test_auto_choices(ours_measured_faster):
     assert jcm_strategy.svd_routine("default", 1025, 7) == "gesvd"
     assert jcm_strategy.svd_routine("qr", 8, 8) == "gesvd"
     assert jcm_strategy.svd_routine("jacobi", 4000, 8) == "gesvdj"
-    assert choose("gesvdj", 64, (32, 32), np.float32).strategy == "batched"
-    assert not choose("gesvdj", 64, (33, 32), np.float32).runs_small_kernel
-    # The Jacobi kernel cannot take n > 32: a request for it is refused.
+    assert choose("gesvdj", 64, (128, 32), np.float32).strategy == "batched"
+    assert not choose("gesvdj", 64, (129, 32), np.float32).runs_small_kernel
+    # The Jacobi kernel cannot take m or n > 128: a request for it is refused.
     with pytest.raises(ValueError, match="larger than the batched kernel takes"):
-        choose("gesvdj", 64, (64, 64), np.float32, "batched")
+        choose("gesvdj", 64, (64, 129), np.float32, "batched")
     for op in ("svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"):
         plan = jcm.explain(op, (8, 16, 12), np.dtype(np.float32))
         assert plan.op == "gesvdj" and plan.strategy == "batched", op

@@ -85,9 +85,10 @@ inline constexpr int64_t kSyevjKernelMaxN = 32;
 // registers).
 inline constexpr int64_t kSyevjTinyMaxN = 4;
 
-// Jacobi SVD (svd_kernels.h): the matrix, V and U in shared memory, a warp per pair of columns,
-// a lane per row; m and n both.
-inline constexpr int64_t kGesvdjKernelMaxN = 32;
+// Jacobi SVD (svd_kernels.h): the matrix and V in shared memory where they fit (else in the
+// workspace), a warp per pair of columns, a lane per row up to 32 and per four rows at 128; m and
+// n both.
+inline constexpr int64_t kGesvdjKernelMaxN = 128;
 // Up to this n a square matrix's gesvdj_small_batched gets a thread (the matrix, V and U in
 // registers).
 inline constexpr int64_t kGesvdjTinyMaxN = 4;

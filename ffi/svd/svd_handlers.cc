@@ -1,5 +1,5 @@
 // SVD family: gesvd (QR iteration, 64-bit cusolverDnXgesvd) and gesvdj (one-sided Jacobi; for
-// the batched strategy on matrices of at most 32 x 32, this project's Jacobi kernel,
+// the batched strategy on matrices of at most 128 x 128, this project's Jacobi kernel,
 // svd_kernels.cu, in place of gesvdjBatched) as traits for run_looped, and their FFI handlers.
 // Both handlers return (a destroyed, s, info) and then (u, v^H or v) only when vectors are asked
 // for (RemainingRets): without them gesvdj still needs U and V buffers, which then live in the
@@ -77,7 +77,7 @@ struct gesvd_traits {
   }
 };
 
-// --- gesvdj: one-sided Jacobi, any m x n; the Jacobi kernel for m, n <= 32 --------------------
+// --- gesvdj: one-sided Jacobi, any m x n; the Jacobi kernel for m, n <= 128 ----------------------
 
 template <typename T>
 struct gesvdj_traits {
@@ -135,15 +135,17 @@ struct gesvdj_traits {
   }
 
   // The batched strategy is the kernel (m, n <= limits::kGesvdjKernelMaxN): one launch per
-  // chunk, no workspace (it works in shared memory and needs no U and V without vectors), NaN
-  // and info written by the kernel itself.
-  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return 0; }
+  // chunk, in shared memory (workspace only for what does not fit there; no U and V without
+  // vectors), NaN and info written by the kernel itself.
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t count) const {
+    return gesvdj_small_workspace_bytes<T>(count, m, n, vectors);
+  }
 
-  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
     JCM_CUDA(gesvdj_small_batched(ctx.stream, end - begin, m, n, econ, io.data + begin * m * n,
                                   s + begin * k(), vectors ? u + begin * m * u_cols() : nullptr,
-                                  vectors ? v + begin * n * v_cols() : nullptr,
-                                  io.info + begin));
+                                  vectors ? v + begin * n * v_cols() : nullptr, io.info + begin,
+                                  work));
     return ffi::Error::Success();
   }
 };

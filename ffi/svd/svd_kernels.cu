@@ -18,8 +18,10 @@ namespace {
 
 using namespace kernel;
 
-// A warp per pair of columns (lane = row): the most threads a launch takes.
-constexpr int kSvdThreads = 32 * (kGesvdjKernelMaxN / 2);
+// A warp per pair of columns, up to these many warps: 16 (all 32 x 32 needs) where a lane holds
+// one row or three or four (more warps would leave a thread too few registers for the rows it
+// holds), 32 for two rows a lane.
+constexpr int max_warps(int chunks) { return chunks == 2 ? 32 : 16; }
 // Sweeps before giving up (info = k + 1). One-sided Jacobi converges quadratically: 32 columns
 // take about 6-10 sweeps from a random matrix.
 constexpr int kMaxSweeps = 40;
@@ -37,29 +39,61 @@ __device__ void fill_nan(int k, int64_t u_size, int64_t v_size, R* s, T* u, T* v
   if (threadIdx.x == 0) info_all[blockIdx.x] = info;
 }
 
-// One block per matrix. W = A, or A^H for a wide A, so that rows >= cols; A^H = U' S V'^H gives
-// A = V' S U'^H, so a wide A's U is V' and its V is U'. Shared memory: W (rows x cp, cp = cols
-// rounded up to even: an odd count gets a zero column that no rotation touches), V' (cp x cp) and
-// U' (rows x rows), each with leading dimension its row count. A round: warp w rotates the
-// columns of pair w of the round-robin order (disjoint, so no barrier inside a round): its lanes
-// hold the two columns' rows, and their Gram matrix [[alpha, gamma], [conj(gamma), beta]] is one
-// butterfly sum (gamma) and the squared norms alpha, beta, which the rotations carry along (summed
-// afresh each sweep); the rotation that diagonalizes it (jacobi.cuh rotation_for) turns the two
-// columns of W and of V'. Converged: a sweep in which no pair was out of orthogonality.
+// Where a launch keeps W (rows x cp) and V' (cp x cp): in shared memory where they fit, W first
+// (every rotation reads its two columns twice, V' once), else in the workspace, global memory
+// that L1 caches. H100 opt-in shared memory (227 KB) holds both up to 128 x 128 float32; W
+// alone up to 128 x 128 float64 / complex64; neither at 128 x 128 complex128.
+struct SvdPlace {
+  bool w_shared = true, v_shared = true;
+  size_t smem = 0;             // dynamic shared memory of the launch
+  int64_t spill_elements = 0;  // workspace per matrix, in elements of T
+};
+
 template <typename T>
-__global__ void __launch_bounds__(kSvdThreads)
-    gesvdj_small_kernel(int m, int n, bool econ, const T* a_all,
-                        typename real_of<T>::type* s_all, T* u_all, T* v_all, int* info_all) {
+SvdPlace place_svd(int64_t m, int64_t n, bool vectors) {
+  using R = typename real_of<T>::type;
+  const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
+  const size_t w_bytes = static_cast<size_t>(rows * cp) * sizeof(T);
+  const size_t v_bytes = vectors ? static_cast<size_t>(cp * cp) * sizeof(T) : 0;
+  const size_t tail = static_cast<size_t>(cp) * (sizeof(R) + sizeof(int));  // sigma, rank
+  const size_t optin = shared_optin_bytes();
+  SvdPlace place;
+  place.w_shared = w_bytes + tail + kStaticShared <= optin;
+  place.v_shared = place.w_shared && w_bytes + v_bytes + tail + kStaticShared <= optin;
+  place.smem = (place.w_shared ? w_bytes : 0) + (place.v_shared ? v_bytes : 0) + tail;
+  place.spill_elements = (place.w_shared ? 0 : rows * cp) +
+                         (place.v_shared || !vectors ? 0 : cp * cp);
+  return place;
+}
+
+// One block per matrix. W = A, or A^H for a wide A, so that rows >= cols; A^H = U' S V'^H gives
+// A = V' S U'^H, so a wide A's U is V' and its V is U'. W (rows x cp, cp = cols rounded up to
+// even: an odd count gets a zero column that no rotation touches) and V' (cp x cp), each with
+// leading dimension its row count, live where place_svd put them (`spill`: this launch's
+// workspace, spill_elements a matrix); U' goes straight to its output. A round: each warp
+// rotates the columns of its pairs of the round-robin order (disjoint, so no barrier inside a
+// round): lane l holds rows l, l + 32, ... (kChunks of them) of the two columns, and their Gram
+// matrix [[alpha, gamma], [conj(gamma), beta]] is one butterfly sum (gamma) and the squared
+// norms alpha, beta, which the rotations carry along (summed afresh each sweep); the rotation
+// that diagonalizes it (jacobi.cuh rotation_for) turns the two columns of W and of V'.
+// Converged: a sweep in which no pair was out of orthogonality.
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(32 * max_warps(kChunks))
+    gesvdj_small_kernel(int m, int n, bool econ, bool w_shared, bool v_shared, const T* a_all,
+                        typename real_of<T>::type* s_all, T* u_all, T* v_all, int* info_all,
+                        T* spill, int64_t spill_elements) {
   using R = typename real_of<T>::type;
   const bool wide = m < n, vectors = u_all != nullptr;
   const int rows = wide ? n : m, cols = wide ? m : n, cp = cols + (cols & 1);
   const int left_cols = econ ? cols : rows;  // U' is rows x left_cols; V' cols x cols
-  T* w = reinterpret_cast<T*>(dynamic_shared());
-  T* vr = w + rows * cp;
-  T* ul = vr + cp * cp;
-  R* sigma = reinterpret_cast<R*>(ul + rows * rows);
-  int* rank = reinterpret_cast<int*>(sigma + cp);
   const int64_t item = blockIdx.x, u_cols = econ ? cols : m, v_cols = econ ? cols : n;
+  T* shared = reinterpret_cast<T*>(dynamic_shared());
+  T* spilled = spill + item * spill_elements;
+  T* w = w_shared ? shared : spilled;
+  T* vr = v_shared ? shared + rows * cp : w_shared ? spilled : spilled + rows * cp;
+  R* sigma = reinterpret_cast<R*>(shared + (w_shared ? rows * cp : 0) +
+                                  (v_shared && vectors ? cp * cp : 0));
+  int* rank = reinterpret_cast<int*>(sigma + cp);
   const T* a = a_all + item * m * n;
   R* s = s_all + item * cols;
   T* u = vectors ? u_all + item * m * u_cols : nullptr;
@@ -78,19 +112,21 @@ __global__ void __launch_bounds__(kSvdThreads)
     largest = size > largest ? size : largest;
     w[idx] = x;
   }
-  for (int idx = tid; idx < cp * cp; idx += nthreads) vr[idx] = T(idx % cp == idx / cp ? 1 : 0);
+  if (vectors) {
+    for (int idx = tid; idx < cp * cp; idx += nthreads) vr[idx] = T(idx % cp == idx / cp ? 1 : 0);
+  }
   const bool bad = __syncthreads_or(!finite);
   largest = block_reduce(largest, [](R x, R y) { return x > y ? x : y; });
   if (bad) return fill_nan(cols, m * u_cols, n * v_cols, s, u, v, info_all, 0);
-  // Scaled by a power of two (exact) so that every |entry| < 1: the Gram entries of 32 rows stay
-  // far from overflow and underflow.
+  // Scaled by a power of two (exact) so that every |entry| < 1: the Gram entries of up to 128
+  // rows stay far from overflow and underflow.
   const int exponent = scale_exponent(largest);
   const R scale = ldexp(R(1), -exponent);
   for (int idx = tid; idx < rows * cp; idx += nthreads) w[idx] = w[idx] * scale;
   __syncthreads();
 
   // Columns p, q count as orthogonal when |gamma| <= tol sqrt(alpha beta), LAPACK gesvj's
-  // measure (its tol sqrt(rows) eps, doubled: a Gram entry summed over 32 rows is off by about
+  // measure (its tol sqrt(rows) eps, doubled: a Gram entry summed over the rows is off by about
   // eps, so at sqrt(rows) eps a converged pair would still rotate now and then). A |gamma| below
   // negligible is not rotated (its square would underflow), so columns shorter than keep_norm
   // (gamma below negligible even at tol relative to their norms) get U' columns by completion.
@@ -99,48 +135,75 @@ __global__ void __launch_bounds__(kSvdThreads)
   const R negligible = negligible_of(R(0)), negligible2 = negligible * negligible;
   const R keep_norm = sqrt(negligible / tol);
   // Column j's squared norm, on every lane of the warp.
-  auto norm2_of = [&](int j) { return warp_allsum(abs2(lane < rows ? w[lane + j * rows] : T(0))); };
+  auto norm2_of = [&](const T* col) {
+    R sum = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int i = lane + 32 * c;
+      if (i < rows) sum += abs2(col[i]);
+    }
+    return warp_allsum(sum);
+  };
   bool converged = false;
   for (int sweep = 0; sweep < kMaxSweeps && !converged; ++sweep) {
     // The columns' squared norms (in sigma until the end), summed afresh each sweep; a rotation
     // carries them along, so a round sums only the pair's inner product.
     for (int j = warp; j < cp; j += warps) {
-      const R norm2 = norm2_of(j);
+      const R norm2 = norm2_of(w + j * rows);
       if (lane == 0) sigma[j] = norm2;
     }
     __syncthreads();
     bool rotated = false;
     for (int round = 0; round < cp - 1; ++round) {
-      int p = circle_index(warp, round, cp), q = circle_index(cp - 1 - warp, round, cp);
-      if (p > q) p ^= q, q ^= p, p ^= q;
-      T* wp_col = w + p * rows;
-      T* wq_col = w + q * rows;
-      const T wp = lane < rows ? wp_col[lane] : T(0), wq = lane < rows ? wq_col[lane] : T(0);
-      const R alpha = sigma[p], beta = sigma[q];
-      const T gamma = warp_allsum(conj_of(wp) * wq);
-      const R g2 = abs2(gamma);
-      if (g2 > tol2 * alpha * beta && g2 >= negligible2) {  // the same on every lane
-        const Rotation<T, R> r = rotation_for(alpha, beta, gamma);
-        const T new_p = r.c * wp - r.se * wq, new_q = r.s * wp + r.ce * wq;
-        if (lane < rows) {
-          wp_col[lane] = new_p;
-          wq_col[lane] = new_q;
+      for (int pair = warp; pair < cp / 2; pair += warps) {
+        int p = circle_index(pair, round, cp), q = circle_index(cp - 1 - pair, round, cp);
+        if (p > q) p ^= q, q ^= p, p ^= q;
+        T* wp_col = w + p * rows;
+        T* wq_col = w + q * rows;
+        T wp[kChunks], wq[kChunks];
+        T dot = T(0);
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int i = lane + 32 * c;
+          wp[c] = i < rows ? wp_col[i] : T(0);
+          wq[c] = i < rows ? wq_col[i] : T(0);
+          dot += conj_of(wp[c]) * wq[c];
         }
-        // The Gram matrix's diagonal moves by the shift (jacobi.cuh). A norm that loses half of
-        // itself or more to it has lost digits in the difference: summed again.
-        R alpha_new = alpha - r.shift, beta_new = beta + r.shift;
-        if (!(alpha_new >= R(0.5) * alpha)) alpha_new = warp_allsum(abs2(new_p));
-        if (!(beta_new >= R(0.5) * beta)) beta_new = warp_allsum(abs2(new_q));
-        __syncwarp();  // every lane has read sigma[p], sigma[q] before lane 0 writes them
-        if (lane == 0) sigma[p] = alpha_new, sigma[q] = beta_new;
-        if (vectors && lane < cp) {
-          T* vp = vr + p * cp;
-          T* vq = vr + q * cp;
-          const T x = vp[lane], y = vq[lane];
-          vp[lane] = r.c * x - r.se * y;
-          vq[lane] = r.s * x + r.ce * y;
+        const R alpha = sigma[p], beta = sigma[q];
+        const T gamma = warp_allsum(dot);
+        const R g2 = abs2(gamma);
+        if (g2 > tol2 * alpha * beta && g2 >= negligible2) {  // the same on every lane
+          const Rotation<T, R> r = rotation_for(alpha, beta, gamma);
+          R p2 = 0, q2 = 0;
+#pragma unroll
+          for (int c = 0; c < kChunks; ++c) {
+            const int i = lane + 32 * c;
+            const T new_p = r.c * wp[c] - r.se * wq[c], new_q = r.s * wp[c] + r.ce * wq[c];
+            p2 += abs2(new_p);
+            q2 += abs2(new_q);
+            if (i < rows) {
+              wp_col[i] = new_p;
+              wq_col[i] = new_q;
+            }
+          }
+          // The Gram matrix's diagonal moves by the shift (jacobi.cuh). A norm that loses half
+          // of itself or more to it has lost digits in the difference: summed again.
+          R alpha_new = alpha - r.shift, beta_new = beta + r.shift;
+          if (!(alpha_new >= R(0.5) * alpha)) alpha_new = warp_allsum(p2);
+          if (!(beta_new >= R(0.5) * beta)) beta_new = warp_allsum(q2);
+          __syncwarp();  // every lane has read sigma[p], sigma[q] before lane 0 writes them
+          if (lane == 0) sigma[p] = alpha_new, sigma[q] = beta_new;
+          if (vectors) {
+            T* vp = vr + p * cp;
+            T* vq = vr + q * cp;
+            for (int i = lane; i < cp; i += 32) {
+              const T x = vp[i], y = vq[i];
+              vp[i] = r.c * x - r.se * y;
+              vq[i] = r.s * x + r.ce * y;
+            }
+          }
+          rotated = true;
         }
-        rotated = true;
       }
       __syncthreads();  // the round's columns are written before the next round reads them
     }
@@ -150,7 +213,7 @@ __global__ void __launch_bounds__(kSvdThreads)
 
   // Singular values: the columns' norms, descending (ties in index order).
   for (int j = warp; j < cols; j += warps) {
-    const R norm = sqrt(norm2_of(j));
+    const R norm = sqrt(norm2_of(w + j * rows));
     if (lane == 0) sigma[j] = norm;
   }
   __syncthreads();
@@ -167,40 +230,67 @@ __global__ void __launch_bounds__(kSvdThreads)
       const int i = idx % cols, j = idx / cols;
       right[i + static_cast<int64_t>(rank[j]) * cols] = vr[i + j * cp];
     }
-    // U': the normalized columns, in rank order; the kept ones take ranks 0 .. kept - 1.
+    // U' (rows x left_cols) in its output: the normalized columns, in rank order; the kept ones
+    // take ranks 0 .. kept - 1.
+    T* left = wide ? v : u;
     int kept = 0;
     for (int j = 0; j < cols; ++j) kept += sigma[j] >= keep_norm;
     for (int j = warp; j < cols; j += warps) {
-      if (lane < rows && sigma[j] >= keep_norm) {
-        ul[lane + rank[j] * rows] = w[lane + j * rows] / sigma[j];
+      if (sigma[j] >= keep_norm) {
+        for (int i = lane; i < rows; i += 32) {
+          left[i + static_cast<int64_t>(rank[j]) * rows] = w[i + j * rows] / sigma[j];
+        }
       }
     }
-    __syncthreads();
+    __syncthreads();  // the block's writes to `left` are visible to warp 0
     if (warp == 0) {
       // Completion, column by column: e_i for the row i of least weight in the basis so far (so
       // 1 - that weight >= (rows - c) / rows), minus its projection onto the basis, twice.
       for (int c = kept; c < left_cols; ++c) {
-        R weight = 0;
-        for (int j = 0; j < c; ++j) weight += lane < rows ? abs2(ul[lane + j * rows]) : R(0);
-        R room = lane < rows ? R(1) - weight : R(-1);
-        int row = lane;
+        R room = R(-1);
+        int row = 0;
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) {
+          const int i = lane + 32 * k;
+          if (i >= rows) continue;
+          R weight = 0;
+          for (int j = 0; j < c; ++j) weight += abs2(left[i + static_cast<int64_t>(j) * rows]);
+          if (R(1) - weight > room) room = R(1) - weight, row = i;
+        }
         warp_argmax(room, row);
         row = __shfl_sync(0xffffffffu, row, 0);
-        T x = T(lane == row ? 1 : 0);
+        T x[kChunks];
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) x[k] = T(lane + 32 * k == row ? 1 : 0);
         for (int pass = 0; pass < 2; ++pass) {
           for (int j = 0; j < c; ++j) {
-            const T uj = lane < rows ? ul[lane + j * rows] : T(0);
-            x -= uj * warp_allsum(conj_of(uj) * x);
+            const T* uj = left + static_cast<int64_t>(j) * rows;
+            T dot = T(0);
+#pragma unroll
+            for (int k = 0; k < kChunks; ++k) {
+              const int i = lane + 32 * k;
+              if (i < rows) dot += conj_of(uj[i]) * x[k];
+            }
+            dot = warp_allsum(dot);
+#pragma unroll
+            for (int k = 0; k < kChunks; ++k) {
+              const int i = lane + 32 * k;
+              if (i < rows) x[k] -= uj[i] * dot;
+            }
           }
         }
-        const R norm = sqrt(warp_allsum(abs2(x)));
-        if (lane < rows) ul[lane + c * rows] = x / norm;
-        __syncwarp();
+        R norm2 = 0;
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) norm2 += abs2(x[k]);
+        const R norm = sqrt(warp_allsum(norm2));
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) {
+          const int i = lane + 32 * k;
+          if (i < rows) left[i + static_cast<int64_t>(c) * rows] = x[k] / norm;
+        }
+        __syncwarp();  // column c is written before the next column reads it
       }
     }
-    __syncthreads();
-    T* left = wide ? v : u;  // rows x left_cols
-    for (int idx = tid; idx < rows * left_cols; idx += nthreads) left[idx] = ul[idx];
   }
   if (tid == 0) info_all[blockIdx.x] = 0;
 }
@@ -398,9 +488,17 @@ __global__ void __launch_bounds__(kTinyThreads)
 
 }  // namespace
 
+template <typename T>
+size_t gesvdj_small_workspace_bytes(int64_t count, int64_t m, int64_t n, bool vectors) {
+  using D = typename device_type<T>::type;
+  if (count <= 0 || m <= 0 || n <= 0 || (m == n && n <= limits::kGesvdjTinyMaxN)) return 0;
+  return static_cast<size_t>(count * place_svd<D>(m, n, vectors).spill_elements) * sizeof(D);
+}
+
 template <typename T, typename R>
 cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t n,
-                                 bool econ, const T* a, R* s, T* u, T* v, int* info) {
+                                 bool econ, const T* a, R* s, T* u, T* v, int* info,
+                                 void* work) {
   using D = typename device_type<T>::type;
   if (count <= 0 || m <= 0 || n <= 0) return cudaSuccess;
   if (m > kGesvdjKernelMaxN || n > kGesvdjKernelMaxN || count > INT32_MAX ||
@@ -417,30 +515,37 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
       return cudaGetLastError();
     });
   }
+  const bool vectors = u != nullptr;
+  const SvdPlace place = place_svd<D>(m, n, vectors);
+  if (place.spill_elements > 0 && work == nullptr) return cudaErrorInvalidValue;
   const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
-  const size_t smem = static_cast<size_t>(rows * cp + cp * cp + rows * rows) * sizeof(D) +
-                      static_cast<size_t>(cp) * (sizeof(R) + sizeof(int));
-  if (cudaError_t err = allow_shared(gesvdj_small_kernel<D>, smem); err != cudaSuccess) {
-    return err;
+  const int chunks = static_cast<int>((rows + 31) / 32);
+  auto launch = [&](auto kernel, int most_warps) {
+    if (cudaError_t err = allow_shared(kernel, place.smem); err != cudaSuccess) return err;
+    const int threads = 32 * static_cast<int>(std::min<int64_t>(cp / 2, most_warps));
+    kernel<<<static_cast<unsigned>(count), threads, place.smem, stream>>>(
+        static_cast<int>(m), static_cast<int>(n), econ, place.w_shared, place.v_shared,
+        reinterpret_cast<const D*>(a), s, reinterpret_cast<D*>(u), reinterpret_cast<D*>(v), info,
+        static_cast<D*>(work), place.spill_elements);
+    return cudaGetLastError();
+  };
+  static_assert(kGesvdjKernelMaxN <= 4 * 32, "a lane holds at most four rows of a column");
+  switch (chunks) {
+    case 1: return launch(gesvdj_small_kernel<D, 1>, max_warps(1));
+    case 2: return launch(gesvdj_small_kernel<D, 2>, max_warps(2));
+    case 3: return launch(gesvdj_small_kernel<D, 3>, max_warps(3));
+    default: return launch(gesvdj_small_kernel<D, 4>, max_warps(4));
   }
-  gesvdj_small_kernel<D><<<static_cast<unsigned>(count), static_cast<int>(32 * (cp / 2)), smem,
-                           stream>>>(static_cast<int>(m), static_cast<int>(n), econ,
-                                     reinterpret_cast<const D*>(a), s, reinterpret_cast<D*>(u),
-                                     reinterpret_cast<D*>(v), info);
-  return cudaGetLastError();
 }
 
-template cudaError_t gesvdj_small_batched<float, float>(cudaStream_t, int64_t, int64_t, int64_t,
-                                                        bool, const float*, float*, float*,
-                                                        float*, int*);
-template cudaError_t gesvdj_small_batched<double, double>(cudaStream_t, int64_t, int64_t, int64_t,
-                                                          bool, const double*, double*, double*,
-                                                          double*, int*);
-template cudaError_t gesvdj_small_batched<cuComplex, float>(cudaStream_t, int64_t, int64_t,
-                                                            int64_t, bool, const cuComplex*,
-                                                            float*, cuComplex*, cuComplex*, int*);
-template cudaError_t gesvdj_small_batched<cuDoubleComplex, double>(
-    cudaStream_t, int64_t, int64_t, int64_t, bool, const cuDoubleComplex*, double*,
-    cuDoubleComplex*, cuDoubleComplex*, int*);
+#define JCM_GESVDJ_SMALL(T, R)                                                                   \
+  template size_t gesvdj_small_workspace_bytes<T>(int64_t, int64_t, int64_t, bool);             \
+  template cudaError_t gesvdj_small_batched<T, R>(cudaStream_t, int64_t, int64_t, int64_t, bool, \
+                                                  const T*, R*, T*, T*, int*, void*);
+JCM_GESVDJ_SMALL(float, float)
+JCM_GESVDJ_SMALL(double, double)
+JCM_GESVDJ_SMALL(cuComplex, float)
+JCM_GESVDJ_SMALL(cuDoubleComplex, double)
+#undef JCM_GESVDJ_SMALL
 
 }  // namespace jcm

@@ -1,7 +1,9 @@
 // Batched one-sided Jacobi SVD for small matrices: one thread block per matrix (one thread per
-// square matrix, in registers, up to kGesvdjTinyMaxN), the whole batch in one launch. JAX's lowering (gesvdjBatched for batches of matrices up to 32 x 32, gesvdj for a
-// single one) is launch- and host-bound there (H100 float32 svd, JAX: 1x16 0.50 ms, 4x16 0.17 ms,
-// 256x32 0.31 ms) for a few kFLOP a matrix.
+// square matrix, in registers, up to kGesvdjTinyMaxN), the whole batch in one launch. JAX's
+// lowering (gesvdjBatched for batches of matrices up to 32 x 32, gesvdj one matrix after another
+// above) is launch- and host-bound there (H100 float32 svd, JAX: 1x16 0.50 ms, 4x16 0.17 ms,
+// 256x32 0.31 ms) for a few kFLOP a matrix. Up to 128 rows and columns, so that it also takes
+// the R factors of the QR-first SVD of tall matrices (svd.py _svd_qr_first).
 #pragma once
 
 #include <cuComplex.h>
@@ -24,6 +26,11 @@ namespace jcm {
 // and no other matrix is touched.
 template <typename T, typename R>
 cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, int64_t n,
-                                 bool econ, const T* a, R* s, T* u, T* v, int* info);
+                                 bool econ, const T* a, R* s, T* u, T* v, int* info, void* work);
+
+// The global memory `work` of gesvdj_small_batched must hold for `count` matrices: none where the
+// matrix (and V, with vectors) fit in this device's shared memory, else their copies.
+template <typename T>
+size_t gesvdj_small_workspace_bytes(int64_t count, int64_t m, int64_t n, bool vectors);
 
 }  // namespace jcm

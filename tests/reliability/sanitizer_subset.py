@@ -11,10 +11,11 @@ Sizes per strategy (n; QR and SVD take n x 2n/3 matrices):
   sequential  40
   looped      8 on one lane (the inline path on XLA's stream), 40 on three lanes (fork / join)
   batched     8 (the one-launch kernels: LU, Cholesky, LDL^T warp kernel, Jacobi eigh and SVD),
-              40 (LDL^T small-block kernel, syevd's XsyevBatched, gesvdj above its kernel),
-              72 (getrfBatched, potrfBatched / potrsBatched, the ?sytf2 block kernel), and for
-              the QR kernels 200 (the matrix in global memory) and for ldl_solve 137 (the block
-              solve kernel)
+              40 (LDL^T small-block kernel, syevd's XsyevBatched, the Jacobi SVD kernel with
+              two rows a lane), 72 (getrfBatched, potrfBatched / potrsBatched, the ?sytf2 block
+              kernel), and for the QR kernels 200 (the matrix in global memory), for ldl_solve
+              137 (the block solve kernel) and for the Jacobi SVD 128 (128 x 85: complex128's V
+              in the workspace)
   blocked     the table's blocked_n (more than one panel), on 2 and on 5 matrices
 Plus lu_solve and ldl_solve with malformed pivots (out of range: no access out of bounds, the
 neighbours exact). Each case's dtype rotates over the op's dtypes (--all-dtypes: every one).
@@ -42,7 +43,7 @@ import jax_cusolver_ms as jcm  # noqa: E402
 from test_contract import OPS, assert_matches, run_options, strategies_of  # noqa: E402
 
 SMALL, MID, LARGE = 8, 40, 72
-QR_GLOBAL_N, LDL_SOLVE_BLOCK_N = 200, 137
+QR_GLOBAL_N, LDL_SOLVE_BLOCK_N, SVD_WORKSPACE_N = 200, 137, 128
 QR_FAMILY = {"qr", "qr_complete", "qr_r", "qr_raw", "householder_product", "ormqr", "qr_multiply"}
 BATCH = 3
 
@@ -65,6 +66,8 @@ def cases(op):
                 sizes.append(QR_GLOBAL_N)
             if op.name == "ldl_solve":
                 sizes.append(LDL_SOLVE_BLOCK_N)
+            if "gesvdj" in op.targets:
+                sizes.append(SVD_WORKSPACE_N)
             out += [(s, 2, (BATCH,), n) for n in sizes]
         elif s == "blocked":
             out += [(s, None, (b,), op.blocked_n) for b in (2, 5)]
