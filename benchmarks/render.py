@@ -825,12 +825,13 @@ def _save(fig, path, plt):
             f.write(buffer.getvalue())
 
 
-def plot(cells: list[dict], rows: list[dict], folder: str, plt, gpu: str | None = None) -> dict:
+def plot(cells: list[dict], rows: list[dict], folder: str, plt, gpu: str | None = None,
+         oblong: list[dict] = ()) -> dict:
     """Into `folder`: overview.png (per op and dtype the geometric mean and range of the
     speed-up), per op <op>_speedup.png (heat map, batch x n, a panel per dtype) and
     <op>_times.png (ms against n, a panel per dtype x batch, a line per implementation),
-    tiny_batch.png (the tiny cells' ms against the batch) and matmul.png. Returns {name: [file
-    names]}."""
+    tiny_batch.png (the tiny cells' ms against the batch), matmul.png and oblong_ratio.png (the
+    oblong cells' ms against m / n). Returns {name: [file names]}."""
     import numpy as np
 
     os.makedirs(folder, exist_ok=True)
@@ -918,6 +919,9 @@ def plot(cells: list[dict], rows: list[dict], folder: str, plt, gpu: str | None 
     tiny = _plot_tiny_batches(cells, folder, plt, gpu)
     if tiny:
         figures["tiny"] = [tiny]
+    ratio = _plot_oblong_ratios(list(oblong), folder, plt)
+    if ratio:
+        figures["oblong"] = [ratio]
 
     measured = [r for r in rows if "tflops" in r["impls"].get("xla", {})]
     if measured:
@@ -988,6 +992,46 @@ def _plot_tiny_batches(cells: list[dict], folder: str, plt, gpu: str | None) -> 
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     _save(fig, os.path.join(folder, "tiny_batch.png"), plt)
     return "tiny_batch.png"
+
+
+def _plot_oblong_ratios(cells: list[dict], folder: str, plt) -> str | None:
+    """oblong_ratio.png: for each op, dtype, batch and n of the oblong cells timed at three
+    m / n or more (the grid's sweep: n fixed, m = n * ratio), ms against m / n, a line per implementation (JAX, PyTorch,
+    `auto` and the QR-first SVD). The file name, or None where there is nothing to draw."""
+    panels = {}
+    for c in cells:
+        panels.setdefault((c["op"], c["dtype"], c["batch"], c["n"]), []).append(c)
+    panels = {key: group for key, group in panels.items()
+              if len({c["m"] / c["n"] for c in group}) >= 3}
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows_ = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows_, columns, squeeze=False, figsize=(3.4 * columns, 2.7 * rows_))
+    names = ("jax", "torch", "jcm:auto", "jcm:blocked")
+    for ax, ((op, dtype, batch, n), group) in zip(axes.flat, panels.items()):
+        group = sorted(group, key=lambda c: c["m"] / c["n"])
+        for color, name in enumerate(names):
+            points = [(c["m"] / c["n"], t) for c in group if (t := _median(c, name))]
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, color=f"C{color}",
+                        label={"jcm:blocked": "jcm QR-first"}.get(name, name.replace(":", " ")),
+                        linewidth=2 if name in ("jax", "jcm:auto") else 1)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{op} {dtype} batch {batch}, n {n}", fontsize=9)
+        ax.set_xlabel("m / n")
+        ax.set_ylabel("ms")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    legend = {}
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=max(1, len(legend)),
+               fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    _save(fig, os.path.join(folder, "oblong_ratio.png"), plt)
+    return "oblong_ratio.png"
 
 
 # --- docs/benchmarks.md -------------------------------------------------------------------------
@@ -1140,6 +1184,8 @@ def docs_page(reports: list[tuple[str, dict]], headline=()) -> str:
             lines += ["### Tiny matrices", "", tiny]
         if doc.get("oblong"):
             lines += ["### Tall-skinny and wide", "", oblong_markdown(doc["oblong"])]
+            if os.path.exists(os.path.join(RESULTS_DIR, folder, "figures", "oblong_ratio.png")):
+                lines += [f"![ms against m / n]({base}/figures/oblong_ratio.png)", ""]
         if rnd:
             lines += ["### Random shapes", "", random_summary_line(rnd), ""]
             lines += [f"- {b['shape']}: {b['speedup']:.2f}x (auto: {b['auto_picks']})"

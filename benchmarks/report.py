@@ -440,7 +440,8 @@ def draw(doc: dict, out: str, plt) -> dict:
                 os.remove(os.path.join(folder, name))
     cells = (doc.get("square") or {}).get("cells", [])
     rows = (doc.get("matmul") or {}).get("cells", [])
-    figures = render.plot(cells, rows, folder, plt, doc.get("gpu"))
+    oblong = (doc.get("oblong") or {}).get("cells", [])
+    figures = render.plot(cells, rows, folder, plt, doc.get("gpu"), oblong)
     return {name: [f"figures/{f}" for f in files] for name, files in figures.items()}
 
 

@@ -781,3 +781,18 @@ def test_tiny_cells_at_several_batches_get_a_time_against_batch_figure(tmp_path)
     cells = one_batch + [cell("svd", 3, 1000), cell("svd", 2, 10)]
     figures = render.plot(cells, [], str(tmp_path), plt, "NVIDIA H200")
     assert figures["tiny"] == ["tiny_batch.png"] and (tmp_path / "tiny_batch.png").exists()
+
+
+def test_an_oblong_sweep_gets_a_time_against_ratio_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    render = importlib.import_module("benchmarks.render")
+    plt = render.import_pyplot()[0]
+
+    def cell(op, m, n=64):
+        return {"op": op, "dtype": "float32", "batch": 64, "m": m, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 0.1 * m}, "jcm:auto": {"median_ms": 0.05 * m},
+                          "jcm:blocked": {"median_ms": 0.01 * m}}}
+    two_ratios = [cell("svd", 64), cell("svd", 128), cell("qr", 64), cell("qr", 128, 32)]
+    assert render._plot_oblong_ratios(two_ratios, str(tmp_path), plt) is None
+    figures = render.plot([], [], str(tmp_path), plt, "NVIDIA H200", two_ratios + [cell("svd", 8)])
+    assert figures["oblong"] == ["oblong_ratio.png"] and (tmp_path / "oblong_ratio.png").exists()
