@@ -904,11 +904,7 @@ def plot(cells: list[dict], rows: list[dict], folder: str, plt, gpu: str | None 
                         ax.plot(*zip(*points), marker="o", markersize=3,
                                 label=name.replace("jcm:", "jcm "),
                                 linewidth=2 if name in ("jax", "jcm:auto") else 1)
-                ax.set_xscale("log", base=2)
-                ax.set_yscale("log")
-                ax.set_title(f"{op} {dtype} batch {batch}", fontsize=9)
-                ax.set_xlabel("n")
-                ax.set_ylabel("ms")
+                _log_axes(ax, f"{op} {dtype} batch {batch}", "n", 2)
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=max(1, len(labels)), fontsize=8)
         fig.tight_layout(rect=(0, 0, 1, 0.93))
@@ -963,9 +959,7 @@ def _plot_tiny_batches(cells: list[dict], folder: str, plt, gpu: str | None) -> 
     if not panels:
         return None
     peak = peak_bandwidth(gpu) if gpu else None
-    columns = min(4, len(panels))
-    rows_ = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows_, columns, squeeze=False, figsize=(3.2 * columns, 2.6 * rows_))
+    fig, axes = _panels(len(panels), plt, 3.2, 2.6, 4)
     for ax, ((op, dtype), group) in zip(axes.flat, panels.items()):
         group = sorted(group, key=lambda c: c["batch"])
         for color, name in enumerate(("jax", "torch", "jcm:auto")):
@@ -977,27 +971,46 @@ def _plot_tiny_batches(cells: list[dict], folder: str, plt, gpu: str | None) -> 
             points = [(c["batch"], c["bytes"] / peak * 1e3) for c in group if c.get("bytes")]
             if points:
                 ax.plot(*zip(*points), linestyle="--", color="grey", label="bytes at peak")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"{op} {dtype} n={group[0]['n']}", fontsize=9)
-        ax.set_xlabel("batch")
-        ax.set_ylabel("ms")
-    for ax in list(axes.flat)[len(panels):]:
+        _log_axes(ax, f"{op} {dtype} n={group[0]['n']}", "batch")
+    return _finish_panels(fig, axes, len(panels), folder, "tiny_batch.png", plt)
+
+
+def _log_axes(ax, title: str, xlabel: str, x_base: int = 10) -> None:
+    """A time panel's axes: log-log, ms up the side."""
+    ax.set_xscale("log", base=x_base)
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("ms")
+
+
+def _panels(count: int, plt, width: float, height: float, most_columns: int):
+    """A figure of `count` panels, up to `most_columns` a row: (fig, axes)."""
+    columns = min(most_columns, count)
+    rows = -(-count // columns)
+    return plt.subplots(rows, columns, squeeze=False, figsize=(width * columns, height * rows))
+
+
+def _finish_panels(fig, axes, used: int, folder: str, name: str, plt) -> str:
+    """The panels past `used` hidden, one legend over every panel's lines (the first may lack
+    some, e.g. PyTorch's), saved as folder/name. Returns name."""
+    for ax in list(axes.flat)[used:]:
         ax.set_visible(False)
-    legend = {}  # every panel's lines: the first panel may lack PyTorch's
+    legend = {}
     for ax in axes.flat:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=max(1, len(legend)),
                fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    _save(fig, os.path.join(folder, "tiny_batch.png"), plt)
-    return "tiny_batch.png"
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 / axes.shape[0]))
+    _save(fig, os.path.join(folder, name), plt)
+    return name
 
 
 def _plot_oblong_ratios(cells: list[dict], folder: str, plt) -> str | None:
     """oblong_ratio.png: for each op, dtype, batch and n of the oblong cells timed at three
-    m / n or more (the grid's sweep: n fixed, m = n * ratio), ms against m / n, a line per implementation (JAX, PyTorch,
-    `auto` and the QR-first SVD). The file name, or None where there is nothing to draw."""
+    m / n or more (the grid's sweep: n fixed, m = n * ratio), ms against m / n, a line per
+    implementation (JAX, PyTorch, `auto` and the QR-first SVD). The file name, or None where
+    there is nothing to draw."""
     panels = {}
     for c in cells:
         panels.setdefault((c["op"], c["dtype"], c["batch"], c["n"]), []).append(c)
@@ -1005,9 +1018,7 @@ def _plot_oblong_ratios(cells: list[dict], folder: str, plt) -> str | None:
               if len({c["m"] / c["n"] for c in group}) >= 3}
     if not panels:
         return None
-    columns = min(3, len(panels))
-    rows_ = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows_, columns, squeeze=False, figsize=(3.4 * columns, 2.7 * rows_))
+    fig, axes = _panels(len(panels), plt, 3.4, 2.7, 3)
     names = ("jax", "torch", "jcm:auto", "jcm:blocked")
     for ax, ((op, dtype, batch, n), group) in zip(axes.flat, panels.items()):
         group = sorted(group, key=lambda c: c["m"] / c["n"])
@@ -1017,21 +1028,8 @@ def _plot_oblong_ratios(cells: list[dict], folder: str, plt) -> str | None:
                 ax.plot(*zip(*points), marker="o", markersize=3, color=f"C{color}",
                         label={"jcm:blocked": "jcm QR-first"}.get(name, name.replace(":", " ")),
                         linewidth=2 if name in ("jax", "jcm:auto") else 1)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(f"{op} {dtype} batch {batch}, n {n}", fontsize=9)
-        ax.set_xlabel("m / n")
-        ax.set_ylabel("ms")
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    legend = {}
-    for ax in axes.flat:
-        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(list(legend.values()), list(legend), loc="upper center", ncol=max(1, len(legend)),
-               fontsize=8)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
-    _save(fig, os.path.join(folder, "oblong_ratio.png"), plt)
-    return "oblong_ratio.png"
+        _log_axes(ax, f"{op} {dtype} batch {batch}, n {n}", "m / n", 2)
+    return _finish_panels(fig, axes, len(panels), folder, "oblong_ratio.png", plt)
 
 
 # --- docs/benchmarks.md -------------------------------------------------------------------------
