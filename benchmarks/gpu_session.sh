@@ -11,6 +11,7 @@
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
 #   TUNE="--ops svd --budget-s 200" bash benchmarks/gpu_session.sh oblong  # tune, then a grid
+#   TUNE="--sizes 64 --batches 1024; --sizes 512 --batches 16"  # two tunes into one table
 #   JAX_SUITE=PATH/linalg_test.py bash benchmarks/gpu_session.sh  # build, then JAX's own tests
 #   SHARDED=1 bash benchmarks/gpu_session.sh       # build, then one GPU against all of them
 #                                                  # (SHARDED="--batch 64": its options)
@@ -125,20 +126,25 @@ EOF
   mkdir -p "$OUT/tables"
   out_table="$OUT/tables/$(basename "$table")"
   [[ -f "$table" ]] && cp "$table" "$out_table"
-  step "tune --ship --out $out_table $TUNE (log: $OUT/tune.log)"
-  eval "targs=($TUNE)"
-  # From another folder (-P and cd), so that the installed package runs.
-  (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$out_table" \
-    "${targs[@]}" > "$OUT/tune.log" 2>&1)
-  rc=$?
-  if [[ -f "$out_table" ]]; then
-    cp "$out_table" "$table"
-    # Into the installed package too: a later SKIP_BUILD=1 run on this machine (the benchmark)
-    # then reads the table just measured.
-    installed=$(cd "${TMPDIR:-/tmp}" && python3 -c \
-      "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
-    cp "$out_table" "$installed/tables/" && echo "installed into $installed/tables/"
-  fi
+  # Several tunes, one after the other into the same table, where TUNE separates them by ";"
+  # (e.g. large batches at small n, small batches at large n, without the product of the two).
+  installed=$(cd "${TMPDIR:-/tmp}" && python3 -c \
+    "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
+  rc=0
+  IFS=';' read -ra tunes <<< "$TUNE"
+  for spec in "${tunes[@]}"; do
+    step "tune --ship --out $out_table $spec (log: $OUT/tune.log)"
+    eval "targs=($spec)"
+    # From another folder (-P and cd), so that the installed package runs.
+    (cd "${TMPDIR:-/tmp}" && python3 -P -m jax_cusolver_ms.tune --ship --out "$out_table" \
+      "${targs[@]}" >> "$OUT/tune.log" 2>&1) || rc=$?
+    if [[ -f "$out_table" ]]; then
+      cp "$out_table" "$table"
+      # Into the installed package too: the next tune (whose composite strategies call `auto`
+      # inside) and a later SKIP_BUILD=1 run on this machine read the table just measured.
+      cp "$out_table" "$installed/tables/" && echo "installed into $installed/tables/"
+    fi
+  done
   grep -E "^wrote" "$OUT/tune.log"
   echo "tune: exit $rc, $(grep -c '^  skipped' "$OUT/tune.log") cells or candidates skipped"
   # A grid named as well runs next, on the table just tuned (one machine, one build).
