@@ -617,7 +617,9 @@ def test_tune_needs_a_gpu():
     ("lu_factor", 4, 128, {"xla", "sequential", "blocked", "looped:2", "looped:4", "batched:1",
                            "batched:2", "batched:4"}),
     ("eig", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # geev: no batched API
-    ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # gesvdjBatched: n <= 32
+    # Up to n = 128 gesvdj's batched path is the one-launch Jacobi kernel: no lanes.
+    ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4", "batched:1"}),
+    ("svd", 4, 256, {"xla", "sequential", "looped:2", "looped:4"}),
 ])
 def test_candidates_never_exceed_the_batch_and_exist(op, batch, n, expected):
     cell = tune_module.Cell(op, "float32", batch, n, n)
