@@ -720,6 +720,18 @@ def test_svd_kernel_on_many_matrices(rng, dtype, shape):
     check_values(a[good], values[good], dtype)
 
 
+@requires_gpu
+def test_svd_kernel_takes_a_batch_beyond_its_workspace_in_slices(rng):
+    # complex128 128 x 128 keeps the matrix and V in the workspace, 512 KB a matrix: 256 MB
+    # hold 512 of them, so 520 go through in two launches; the NaN matrix is in the second.
+    dtype = np.complex128
+    a = random_matrix(rng, (520, 128, 128), dtype, "general")
+    a[-1, 3, 5] = np.nan
+    u, s, vh = (np.asarray(x) for x in svd(a, False, strategy="batched"))
+    assert np.isnan(s[-1]).all() and np.isnan(u[-1]).all() and np.isnan(vh[-1]).all()
+    check_svd(a[:-1], u[:-1], s[:-1], vh[:-1], False, dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # The QR-first SVD (strategy "blocked") of a matrix twice as tall as wide or more, or as wide
 # ---------------------------------------------------------------------------------------------

@@ -66,6 +66,18 @@ SvdPlace place_svd(int64_t m, int64_t n, bool vectors) {
   return place;
 }
 
+// The most workspace a call takes: a batch whose matrices spill goes through in slices of as many
+// matrices as that holds (the GPU runs a few hundred blocks at once anyway), one launch each,
+// every launch reusing it in stream order; 128 x 128 complex128, 512 KB a matrix, 512 a slice.
+constexpr size_t kMaxSpillBytes = size_t(256) << 20;
+
+// The matrices of one launch.
+int64_t spill_slice(int64_t count, int64_t spill_elements, size_t elem_bytes) {
+  if (spill_elements == 0) return count;
+  const int64_t fit = static_cast<int64_t>(kMaxSpillBytes / (spill_elements * elem_bytes));
+  return std::max<int64_t>(1, std::min(count, fit));
+}
+
 // One block per matrix. W = A, or A^H for a wide A, so that rows >= cols; A^H = U' S V'^H gives
 // A = V' S U'^H, so a wide A's U is V' and its V is U'. W (rows x cp, cp = cols rounded up to
 // even: an odd count gets a zero column that no rotation touches) and V' (cp x cp), each with
@@ -492,7 +504,8 @@ template <typename T>
 size_t gesvdj_small_workspace_bytes(int64_t count, int64_t m, int64_t n, bool vectors) {
   using D = typename device_type<T>::type;
   if (count <= 0 || m <= 0 || n <= 0 || (m == n && n <= limits::kGesvdjTinyMaxN)) return 0;
-  return static_cast<size_t>(count * place_svd<D>(m, n, vectors).spill_elements) * sizeof(D);
+  const int64_t spill = place_svd<D>(m, n, vectors).spill_elements;
+  return static_cast<size_t>(spill_slice(count, spill, sizeof(D)) * spill) * sizeof(D);
 }
 
 template <typename T, typename R>
@@ -519,15 +532,23 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
   const SvdPlace place = place_svd<D>(m, n, vectors);
   if (place.spill_elements > 0 && work == nullptr) return cudaErrorInvalidValue;
   const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
+  const int64_t u_size = m * (econ ? cols : m), v_size = n * (econ ? cols : n);
+  const int64_t slice = spill_slice(count, place.spill_elements, sizeof(D));
   const int chunks = static_cast<int>((rows + 31) / 32);
   auto launch = [&](auto kernel, int most_warps) {
     if (cudaError_t err = allow_shared(kernel, place.smem); err != cudaSuccess) return err;
     const int threads = 32 * static_cast<int>(std::min<int64_t>(cp / 2, most_warps));
-    kernel<<<static_cast<unsigned>(count), threads, place.smem, stream>>>(
-        static_cast<int>(m), static_cast<int>(n), econ, place.w_shared, place.v_shared,
-        reinterpret_cast<const D*>(a), s, reinterpret_cast<D*>(u), reinterpret_cast<D*>(v), info,
-        static_cast<D*>(work), place.spill_elements);
-    return cudaGetLastError();
+    for (int64_t begin = 0; begin < count; begin += slice) {
+      kernel<<<static_cast<unsigned>(std::min(slice, count - begin)), threads, place.smem,
+               stream>>>(static_cast<int>(m), static_cast<int>(n), econ, place.w_shared,
+                         place.v_shared, reinterpret_cast<const D*>(a) + begin * m * n,
+                         s + begin * cols, vectors ? reinterpret_cast<D*>(u) + begin * u_size
+                                                   : nullptr,
+                         vectors ? reinterpret_cast<D*>(v) + begin * v_size : nullptr,
+                         info + begin, static_cast<D*>(work), place.spill_elements);
+      if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
   };
   static_assert(kGesvdjKernelMaxN <= 4 * 32, "a lane holds at most four rows of a column");
   switch (chunks) {
