@@ -6,7 +6,8 @@ so vectors are checked through what does not depend on that choice: A = U diag(S
 I, V V^H = I, projectors onto singular subspaces, and the singular values themselves (against
 float64 NumPy and jax.numpy.linalg). On CPU every strategy and algorithm runs JAX's own SVD, so
 the CPU run checks the API, shape rules and transformations; the GPU run (tests marked
-requires_gpu run there too) checks the FFI paths: gesvd, gesvdj and gesvdjBatched.
+requires_gpu run there too) checks the FFI paths: gesvd, gesvdj, this project's Jacobi kernel
+(m, n <= 128) and the QR-first SVD of tall and wide matrices.
 """
 
 import functools

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace jcm {
 
@@ -43,8 +44,13 @@ __device__ void fill_nan(int k, int64_t u_size, int64_t v_size, R* s, T* u, T* v
 // (every rotation reads its two columns twice, V' once), else in the workspace, global memory
 // that L1 caches. H100 opt-in shared memory (227 KB) holds both up to 128 x 128 float32; W
 // alone up to 128 x 128 float64 / complex64; neither at 128 x 128 complex128.
+// The placement is a template argument of the kernel so that the rotations reach W and V' in
+// shared memory with shared-memory instructions; through a pointer chosen at run time they were
+// generic loads, and n <= 32 ran slower than with the 32 x 32 kernel this one replaced.
+enum class SvdPlacement { kShared, kWShared, kSpilled };  // W and V' / W only / neither
+
 struct SvdPlace {
-  bool w_shared = true, v_shared = true;
+  SvdPlacement placement = SvdPlacement::kShared;
   size_t smem = 0;             // dynamic shared memory of the launch
   int64_t spill_elements = 0;  // workspace per matrix, in elements of T
 };
@@ -57,12 +63,14 @@ SvdPlace place_svd(int64_t m, int64_t n, bool vectors) {
   const size_t v_bytes = vectors ? static_cast<size_t>(cp * cp) * sizeof(T) : 0;
   const size_t tail = static_cast<size_t>(cp) * (sizeof(R) + sizeof(int));  // sigma, rank
   const size_t optin = shared_optin_bytes();
+  const bool w_shared = w_bytes + tail + kStaticShared <= optin;
+  const bool v_shared = w_shared && w_bytes + v_bytes + tail + kStaticShared <= optin;
   SvdPlace place;
-  place.w_shared = w_bytes + tail + kStaticShared <= optin;
-  place.v_shared = place.w_shared && w_bytes + v_bytes + tail + kStaticShared <= optin;
-  place.smem = (place.w_shared ? w_bytes : 0) + (place.v_shared ? v_bytes : 0) + tail;
-  place.spill_elements = (place.w_shared ? 0 : rows * cp) +
-                         (place.v_shared || !vectors ? 0 : cp * cp);
+  place.placement = v_shared   ? SvdPlacement::kShared
+                    : w_shared ? SvdPlacement::kWShared
+                               : SvdPlacement::kSpilled;
+  place.smem = (w_shared ? w_bytes : 0) + (v_shared ? v_bytes : 0) + tail;
+  place.spill_elements = (w_shared ? 0 : rows * cp) + (v_shared || !vectors ? 0 : cp * cp);
   return place;
 }
 
@@ -89,17 +97,18 @@ int64_t spill_slice(int64_t count, int64_t spill_elements, size_t elem_bytes) {
 // norms alpha, beta, which the rotations carry along (summed afresh each sweep); the rotation
 // that diagonalizes it (jacobi.cuh rotation_for) turns the two columns of W and of V'.
 // Converged: a sweep in which no pair was out of orthogonality.
-template <typename T, int kChunks>
+template <typename T, int kChunks, SvdPlacement kPlacement>
 __global__ void __launch_bounds__(32 * max_warps(kChunks))
-    gesvdj_small_kernel(int m, int n, bool econ, bool w_shared, bool v_shared, const T* a_all,
-                        typename real_of<T>::type* s_all, T* u_all, T* v_all, int* info_all,
-                        T* spill, int64_t spill_elements) {
+    gesvdj_small_kernel(int m, int n, bool econ, const T* a_all, typename real_of<T>::type* s_all,
+                        T* u_all, T* v_all, int* info_all, T* spill, int64_t spill_elements) {
   using R = typename real_of<T>::type;
   const bool wide = m < n, vectors = u_all != nullptr;
   const int rows = wide ? n : m, cols = wide ? m : n, cp = cols + (cols & 1);
   const int left_cols = econ ? cols : rows;  // U' is rows x left_cols; V' cols x cols
   const int64_t item = blockIdx.x, u_cols = econ ? cols : m, v_cols = econ ? cols : n;
   T* shared = reinterpret_cast<T*>(dynamic_shared());
+  constexpr bool w_shared = kPlacement != SvdPlacement::kSpilled;
+  constexpr bool v_shared = kPlacement == SvdPlacement::kShared;
   T* spilled = spill + item * spill_elements;
   T* w = w_shared ? shared : spilled;
   T* vr = v_shared ? shared + rows * cp : w_shared ? spilled : spilled + rows * cp;
@@ -535,15 +544,21 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
   const int64_t u_size = m * (econ ? cols : m), v_size = n * (econ ? cols : n);
   const int64_t slice = spill_slice(count, place.spill_elements, sizeof(D));
   const int chunks = static_cast<int>((rows + 31) / 32);
-  auto launch = [&](auto kernel, int most_warps) {
+  auto launch = [&](auto chunks_of) {
+    constexpr int kChunks = decltype(chunks_of)::value;
+    auto kernel = gesvdj_small_kernel<D, kChunks, SvdPlacement::kSpilled>;
+    if (place.placement == SvdPlacement::kShared) {
+      kernel = gesvdj_small_kernel<D, kChunks, SvdPlacement::kShared>;
+    } else if (place.placement == SvdPlacement::kWShared) {
+      kernel = gesvdj_small_kernel<D, kChunks, SvdPlacement::kWShared>;
+    }
     if (cudaError_t err = allow_shared(kernel, place.smem); err != cudaSuccess) return err;
-    const int threads = 32 * static_cast<int>(std::min<int64_t>(cp / 2, most_warps));
+    const int threads = 32 * static_cast<int>(std::min<int64_t>(cp / 2, max_warps(kChunks)));
     for (int64_t begin = 0; begin < count; begin += slice) {
       kernel<<<static_cast<unsigned>(std::min(slice, count - begin)), threads, place.smem,
-               stream>>>(static_cast<int>(m), static_cast<int>(n), econ, place.w_shared,
-                         place.v_shared, reinterpret_cast<const D*>(a) + begin * m * n,
-                         s + begin * cols, vectors ? reinterpret_cast<D*>(u) + begin * u_size
-                                                   : nullptr,
+               stream>>>(static_cast<int>(m), static_cast<int>(n), econ,
+                         reinterpret_cast<const D*>(a) + begin * m * n, s + begin * cols,
+                         vectors ? reinterpret_cast<D*>(u) + begin * u_size : nullptr,
                          vectors ? reinterpret_cast<D*>(v) + begin * v_size : nullptr,
                          info + begin, static_cast<D*>(work), place.spill_elements);
       if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
@@ -552,10 +567,10 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
   };
   static_assert(kGesvdjKernelMaxN <= 4 * 32, "a lane holds at most four rows of a column");
   switch (chunks) {
-    case 1: return launch(gesvdj_small_kernel<D, 1>, max_warps(1));
-    case 2: return launch(gesvdj_small_kernel<D, 2>, max_warps(2));
-    case 3: return launch(gesvdj_small_kernel<D, 3>, max_warps(3));
-    default: return launch(gesvdj_small_kernel<D, 4>, max_warps(4));
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    default: return launch(std::integral_constant<int, 4>{});
   }
 }
 
