@@ -10,7 +10,11 @@ The rule (Table.estimate): `auto` leaves JAX's own lowering only where the measu
 sides of the call, along every axis, agree that another candidate beats JAX by a margin; where
 they do not agree it takes JAX's lowering, and a call outside the measured range along any axis
 gets no answer from the table (strategy.choose then takes JAX's lowering too). Nothing is
-extrapolated: off the measured space `auto` cannot lose by more than its guard around JAX's call.
+extrapolated, with one exception that follows from how JAX runs the call: beyond the largest
+measured batch, where JAX's lowering makes one library call per matrix (_jax_lowering.py), its
+time grows in proportion to the batch and no candidate's grows faster, so the decision measured
+at that batch stands (rule CARRIED). Elsewhere off the measured space `auto` cannot lose by more
+than its guard around JAX's call.
 
 Where tables come from, in the order they are consulted:
   1. the user's tuned table (`jax_cusolver_ms.tune`), one file per GPU in the cache folder,
@@ -36,7 +40,10 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from . import _jax_lowering
+
 FORMAT = 1
+_ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 XLA = "xla"
 SHIPPED_DIR = Path(__file__).with_name("tables")
 CACHE_ENV = "JAX_CUSOLVER_MS_TUNE_CACHE"  # a folder; overrides the per-user cache folder
@@ -143,6 +150,7 @@ AGREED = "measured win"        # a candidate beats JAX by the margin at every po
 DISAGREED = "no agreement"     # the points around the call do not all say so: JAX's lowering
 OUTSIDE = "outside measured"   # the call is not bracketed by measurements: no answer here
 FASTEST = "fastest measured"   # JAX's lowering is no candidate: the fastest interpolated
+CARRIED = "carried to a larger batch"  # a win at a smaller batch where JAX loops per matrix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +208,27 @@ def bracket(points, coords: Mapping, axes=AXES):
         return below, ""
     f = _fraction(lo, hi, x)
     return [(p, w * (1 - f)) for p, w in below] + [(p, w * f) for p, w in above], ""
+
+
+def _carried_batch(routine: str, dtype: str, points, coords: Mapping):
+    """Where bracket() finds no points for a call because none of its batch or larger brackets
+    the other coordinates: the largest smaller measured batch whose points do, if JAX's lowering
+    loops per matrix both there and at the call's batch. JAX's time is then the per-matrix time
+    times the batch, and every candidate's grows at most as fast (a batch run in two halves takes
+    no longer than the halves), so a win measured there holds at the call: returns (points and
+    weights at that batch, the batch), else None."""
+    if routine not in _jax_lowering.RULES or dtype not in _ITEMSIZE:
+        return None
+    batch, n, itemsize = coords["batch"], coords["n"], _ITEMSIZE[dtype]
+    if not _jax_lowering.loops_per_matrix(routine, batch, n, itemsize):
+        return None
+    for smaller in sorted({p.batch for p in points if p.batch < batch}, reverse=True):
+        if not _jax_lowering.loops_per_matrix(routine, smaller, n, itemsize):
+            continue
+        around, _ = bracket(points, dict(coords, batch=smaller))
+        if around is not None:
+            return around, smaller
+    return None
 
 
 def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
@@ -317,29 +346,43 @@ class Table:
         JAX's own lowering only where it beats JAX's time by the margin at every one of those
         points, and of those the fastest (times interpolated in log space; within MARGIN the
         simplest). Otherwise JAX's lowering (rule DISAGREED); a call outside the measured range
-        along any axis gets no answer (best None, rule OUTSIDE). Where JAX's lowering is not a
-        candidate (no lowering of its own, or lanes asked for), the fastest interpolated."""
+        along any axis gets no answer (best None, rule OUTSIDE), except a batch beyond the
+        measured where JAX's lowering loops per matrix: there the points at a smaller batch
+        decide (_carried_batch; rule CARRIED where a candidate wins). Where JAX's lowering is not
+        a candidate (no lowering of its own, or lanes asked for), the fastest interpolated,
+        within the measured range only."""
         points = self.entries.get((routine, dtype))
         if not points:
             return None
         coords = {"nrhs": max(int(nrhs), 1), "aspect": float(aspect), "batch": max(batch, 1),
                   "n": max(n, 1)}
         around, why = bracket(points, coords)
+        carried, scale = "", 1.0
         if around is None:
+            found = _carried_batch(routine, dtype, points, coords)
+            if found is None:
+                return Estimate(None, (), f"{why}: nothing measured on that side of the call",
+                                OUTSIDE)
+            around, smaller = found
+            scale = coords["batch"] / smaller
+            carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering makes "
+                       f"one {routine} call per matrix: the times at batch {smaller}, "
+                       f"x{scale:.3g}; ")
+        names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
+        if carried and XLA not in names:  # the argument compares each candidate with JAX's
             return Estimate(None, (), f"{why}: nothing measured on that side of the call",
                             OUTSIDE)
-        names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
         times, at = {}, {}
         for c in names:
             ts = [(p, w, p.time(c)) for p, w in around]
             if all(t is not None for _, _, t in ts):
                 at[c] = [(p, t) for p, _, t in ts]
-                times[c] = math.exp(sum(w * math.log(t) for _, w, t in ts))
+                times[c] = scale * math.exp(sum(w * math.log(t) for _, w, t in ts))
         if not times:
             return None
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         cells = sorted({p.key for p, _ in around})
-        basis = ("measured at " if len(cells) == 1 else "interpolated between ") + \
+        basis = carried + ("measured at " if len(cells) == 1 else "interpolated between ") + \
             ", ".join(_point_name(k) for k in cells)
         if XLA not in names:
             return Estimate(_simplest(times, times), ranked, basis, FASTEST)
@@ -366,7 +409,7 @@ class Table:
                        f"{need:.2f}x it must be")
             return Estimate(XLA, ranked, f"{basis}; {why}", DISAGREED)
         return Estimate(_simplest(times, winners), ranked, basis + "; wins by the margin at each",
-                        AGREED)
+                        CARRIED if carried else AGREED)
 
 
 def _point_name(key: tuple) -> str:

@@ -94,6 +94,65 @@ def test_outside_the_measured_range_there_is_no_answer():
     assert "batch 1024 beyond the measured (largest 64)" in plan.reason
 
 
+def svd_grid(batches=(16, 256), sizes=(64, 128), xla_factor=50.0):
+    # gesvdj above n = 32: JAX's lowering makes one call per matrix, linear in the batch.
+    return [(b, n, {"batched:1": power_law(b, n, 1e-6, 2),
+                    "xla": xla_factor * power_law(b, n, 1e-6, 2)})
+            for b in batches for n in sizes]
+
+
+@pytest.mark.parametrize("batch", [257, 1024, 100000])
+def test_a_win_carries_to_larger_batches_where_jax_loops_per_matrix(batch):
+    table = make_table(svd_grid(), routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", batch, 100)
+    assert est.best == "batched:1" and est.rule == tables.CARRIED
+    assert "one gesvdj call per matrix: the times at batch 256" in est.basis
+    # The times are the largest measured batch's, in proportion to the call's batch.
+    at_256 = dict(table.estimate("gesvdj", "float32", 256, 100).times_ms)
+    times = dict(est.times_ms)
+    for candidate in ("batched:1", "xla"):
+        assert times[candidate] == pytest.approx(at_256[candidate] * batch / 256, rel=1e-9)
+    with tables.using(table):
+        plan = strategy.choose("gesvdj", batch, (100, 100), "float32")
+    assert (plan.strategy, plan.rule) == ("batched", tables.CARRIED)
+
+
+def test_a_batch_is_carried_from_the_largest_one_that_brackets_the_call():
+    # Batch 1024 has n = 64 only: n = 100 is bracketed at 256, the batch carried from there.
+    table = make_table(svd_grid() + [(1024, 64, {"batched:1": 4.0, "xla": 200.0})],
+                       routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 2000, 100)
+    assert est.rule == tables.CARRIED and "the times at batch 256, x7.81" in est.basis
+
+
+def test_nothing_carries_where_jax_runs_the_batch_in_one_call():
+    # gesvdj up to n = 32 is JAX's gesvdjBatched; getrf is getrfBatched where n // batch <= 128:
+    # JAX's time need not grow with the batch there, so beyond the measured: no answer.
+    table = make_table(svd_grid(sizes=(16, 32)), routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 1024, 24)
+    assert est.best is None and est.rule == tables.OUTSIDE
+    table = make_table(crossing_grid())
+    assert table.estimate("getrf", "float32", 65, 1024).rule == tables.OUTSIDE
+    # ... nor below the smallest batch, nor beyond the largest n.
+    table = make_table(svd_grid(), routine="gesvdj")
+    for batch, n in [(8, 100), (512, 129)]:
+        assert table.estimate("gesvdj", "float32", batch, n).rule == tables.OUTSIDE
+
+
+def test_a_carried_batch_still_needs_the_win_by_the_margin():
+    table = make_table(svd_grid(xla_factor=0.9), routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 4096, 100)
+    assert est.best == "xla" and est.rule == tables.DISAGREED
+    assert est.basis.startswith("batch 4096 beyond the measured")
+
+
+def test_nothing_carries_without_jax_lowering_among_the_candidates():
+    # The argument compares each candidate with JAX's time: with lanes asked for, no answer.
+    table = make_table(svd_grid(), routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 4096, 100, allowed=lambda c: c != "xla")
+    assert est.best is None and est.rule == tables.OUTSIDE
+
+
 def test_points_around_the_call_must_agree():
     # Lanes win 2x at 64x512 and lose at 64x1024: between them the interpolated time of lanes
     # is lower, but the points do not agree, so JAX's own lowering.
