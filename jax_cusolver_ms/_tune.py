@@ -25,11 +25,12 @@ cell halfway between them in log scale is measured, and so on to REFINE_DEPTH le
 For every cell it times each candidate: JAX's own function ("xla"), "sequential", "blocked",
 "looped:L" and "batched:L" for the lane counts asked for (never more lanes than matrices), each
 on the device (CUDA events around the call, jax_cusolver_ms.timing), after warm-up, as the median
-of repeats; a per-matrix candidate (sequential, looped) DOMINATED_FACTOR times behind the best at
-one batch is not timed at larger batches of that shape. The table goes to a per-user cache file, one per GPU model, keyed by the GPU and the
-cuSOLVER / cuBLAS / jax versions and written atomically after every cell; it is merged with an
-earlier one of the same key (whose cells are not measured again), and `auto` reads it from the
-next lowering on.
+of repeats; a candidate DOMINATED_FACTOR times behind the cell's fastest so far is timed once,
+and a per-matrix one (sequential, looped) that far behind the best at one batch is not timed at
+larger batches of that shape. The table goes to a per-user cache file, one per GPU model, keyed
+by the GPU and the cuSOLVER / cuBLAS / jax versions and written atomically after every cell; it
+is merged with an earlier one of the same key (whose cells are not measured again), and `auto`
+reads it from the next lowering on.
 """
 from __future__ import annotations
 
@@ -82,6 +83,11 @@ MAX_CALL_S = 20.0
 # grows with the batch at least as fast as any other's (tiny matrices in batches of 10^5: a
 # second a call, where a batched kernel takes a millisecond).
 DOMINATED_FACTOR = 10.0
+# ... and within a cell, a candidate whose first call takes DOMINATED_FACTOR times the fastest
+# timed so far, and at least this long, is timed once: it cannot be chosen there, and one call
+# of that length gives its size (JAX's per-matrix SVD of 300 900 x 100 matrices: over a second
+# a call, eleven calls at the full count).
+HOPELESS_MIN_S = 0.05
 COMPILE_THREADS = 8  # candidates of a cell compiled at once
 
 
@@ -358,18 +364,30 @@ def candidates(cell: Cell, lanes: Sequence[int],
 
 # --- measuring ----------------------------------------------------------------------------------
 
-def _median_ms(fn, inputs, repeats: int, warmup: int) -> tuple[float, float]:
+def _median_ms(fn, inputs, repeats: int, warmup: int,
+               fastest_ms: float = math.inf) -> tuple[float, float]:
     """(median device ms, seconds of one call on the wall clock), repeats cut down for calls
-    so slow that the full count would eat the budget of many cells."""
+    so slow that the full count would eat the budget of many cells, and to one for a call
+    DOMINATED_FACTOR behind `fastest_ms`, the cell's fastest so far (HOPELESS_MIN_S)."""
     compiled = _timing.compiled_for_timing(fn, *inputs)  # the one compile device_time_ms runs
     jax.block_until_ready(compiled(*inputs))  # a first run
     probe = time.perf_counter()
     jax.block_until_ready(compiled(*inputs))
     call_s = time.perf_counter() - probe
-    if call_s > MAX_CALL_S / 4:
+    if call_s >= HOPELESS_MIN_S and call_s * 1e3 > DOMINATED_FACTOR * fastest_ms:
+        repeats, warmup = 1, 0
+    elif call_s > MAX_CALL_S / 4:
         repeats, warmup = MIN_REPEATS, 0
     times = _timing.device_time_ms(fn, *inputs, repeats=repeats, warmup=warmup)
     return statistics.median(times), call_s
+
+
+_TIMING_ORDER = {"batched": 0, "blocked": 1, "looped": 2, _tables.XLA: 3, "sequential": 4}
+
+
+def _timing_order(candidate: str) -> tuple:
+    strategy, lanes = _tables.parse_candidate(candidate)
+    return _TIMING_ORDER[strategy], -lanes
 
 
 def _per_matrix(candidate: str) -> bool:
@@ -406,10 +424,13 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
         compiled = {name: pool.submit(_timing.compiled_for_timing, fn, *inputs)
                     for name, fn in fns.items()}
     times = {}
-    for name, fn in fns.items():
+    # The kinds that are usually fastest first, so that the slow ones meet a fastest time.
+    for name in sorted(fns, key=_timing_order):
+        fn = fns[name]
         try:
             compiled[name].result()
-            times[name], call_s = _median_ms(fn, inputs, repeats, warmup)
+            times[name], call_s = _median_ms(fn, inputs, repeats, warmup,
+                                             min(times.values(), default=math.inf))
         except Exception as exc:  # noqa: BLE001  (one candidate failing leaves the others)
             skipped.append(f"{cell} {name}: failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue

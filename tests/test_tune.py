@@ -746,6 +746,35 @@ def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
     assert moved.path == tmp_path / "out" / "t.json"
 
 
+@pytest.mark.parametrize("call_s, fastest_ms, repeats", [
+    (0.06, 1.0, 1),         # 60 ms where the cell's fastest took 1 ms: timed once
+    (0.06, 10.0, 7),        # 6x the fastest: the full count
+    (0.06, math.inf, 7),    # the cell's first candidate
+    (0.02, 0.1, 7),         # far behind, but too short for one call to say its time
+])
+def test_a_candidate_far_behind_the_cells_fastest_is_timed_once(monkeypatch, call_s, fastest_ms,
+                                                                 repeats):
+    import time as time_module
+
+    def slow_call(*inputs):
+        time_module.sleep(call_s)
+        return jax.numpy.zeros(())
+
+    asked = []
+    monkeypatch.setattr(tune_module._timing, "compiled_for_timing", lambda fn, *a: slow_call)
+    monkeypatch.setattr(tune_module._timing, "device_time_ms", lambda fn, *a, repeats, warmup: (
+        asked.append((repeats, warmup)) or [call_s * 1e3] * repeats))
+    ms, measured_s = tune_module._median_ms(None, (), 7, 2, fastest_ms)
+    assert asked == [(repeats, 0 if repeats == 1 else 2)]
+    assert ms == pytest.approx(call_s * 1e3) and measured_s >= call_s
+
+
+def test_a_cell_times_the_usually_fastest_kinds_first():
+    names = ["xla", "sequential", "looped:2", "looped:8", "blocked", "batched:1"]
+    assert sorted(names, key=tune_module._timing_order) == [
+        "batched:1", "blocked", "looped:8", "looped:2", "xla", "sequential"]
+
+
 def test_tune_leaves_out_a_candidate_beyond_a_too_slow_call(tmp_path, monkeypatch):
     # Every call "takes" 30 s on the wall clock: after the first cell, no candidate is measured
     # at larger cells of the same op and dtype, and each is listed with the reason.
