@@ -66,9 +66,11 @@ SMALL_N_MAX = 32
 DTYPES = ("float32", "float64", "complex64", "complex128")
 ASPECTS = (1 / 16, 1 / 4, 4, 16)  # rows / cols, besides square, where the op takes them
 NRHS = (1, 8, 64)  # right-hand sides, for the solves
-# A rectangular cell's smaller side is at least this: n x 1 is a vector, not a matrix the
-# strategies are meant for.
-MIN_SIDE = 2
+# A rectangular cell's smaller side is at least this. One column is a call users make (least
+# squares on one regressor, a vector's norm), and the points of one column bracket the calls near
+# that edge: 1000 matrices of 60 x 3 (aspect 20) lie between aspect 16 and 32, and at 32 between
+# n 32 (32 x 1) and 64 (64 x 2).
+MIN_SIDE = 1
 REFINE_DEPTH = 2
 LANES = (1, 2, 4, 8, 16)
 REPEATS = 7

@@ -46,7 +46,7 @@ TARGETS = ("jcm_geqrf", "jcm_orgqr", "jcm_ormqr")
 # (batch..., m, n): n = 1, batch 0 and 1, several batch dims, square, tall and wide, empty.
 QR_SHAPES = [
     (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 5, 5), (2, 24, 13),
-    (3, 7, 12), (4, 0),
+    (3, 7, 12), (4, 0), (2, 9, 1), (2, 1, 9),
 ]
 # (batch..., m, n, k) for householder_product: m >= n >= k.
 HOUSEHOLDER_CASES = [(1, 1, 1), (6, 6, 6), (9, 5, 5), (9, 5, 3), (3, 8, 4, 4), (0, 4, 3, 3),

@@ -55,7 +55,7 @@ MODES = {"full": (True, True), "reduced": (False, True), "values": (False, False
 # matrix and V (complex128) in the workspace instead of shared memory.
 SVD_SHAPES = [
     (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 7, 5), (3, 6, 11),
-    (2, 40, 33), (3, 37, 70), (2, 100, 37), (2, 128, 128), (4, 0),
+    (2, 40, 33), (3, 37, 70), (2, 100, 37), (2, 128, 128), (4, 0), (2, 9, 1), (2, 1, 9),
 ]
 
 
