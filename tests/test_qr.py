@@ -50,7 +50,7 @@ QR_SHAPES = [
 ]
 # (batch..., m, n, k) for householder_product: m >= n >= k.
 HOUSEHOLDER_CASES = [(1, 1, 1), (6, 6, 6), (9, 5, 5), (9, 5, 3), (3, 8, 4, 4), (0, 4, 3, 3),
-                     (2, 2, 7, 7, 2), (6, 6, 0)]
+                     (2, 2, 7, 7, 2), (6, 6, 0), (2, 9, 1, 1)]
 # (reflector order r, k, other dimension p of c, batch)
 ORMQR_CASES = [(1, 1, 1, ()), (7, 7, 3, ()), (8, 5, 4, (3,)), (6, 2, 1, (2, 2)), (5, 0, 3, ()),
                (0, 0, 2, (2,))]
