@@ -184,7 +184,8 @@ def bracket(points, coords: Mapping, axes=AXES):
     first) the nearest measured value at or below the call's and the nearest at or above it
     whose slice brackets the call in the remaining axes, weighted by the call's place between
     the two in log2. Returns ([(point, weight), ...], "") or (None, why not) where a side is
-    missing along some axis: the call lies outside what was measured."""
+    missing along some axis: the call lies outside what was measured. Why not names the nearest
+    measured value on the missing side whose slice fell short, and the axis it fell short on."""
     if not axes:
         return [(points[0], 1.0)], ""  # every coordinate fixed: one point (keys are unique)
     axis, rest = axes[0], axes[1:]
@@ -193,15 +194,16 @@ def bracket(points, coords: Mapping, axes=AXES):
     sides = []
     for side, limit in (([v for v in values if v <= x][::-1], f"smallest {_format(values[0])}"),
                         ([v for v in values if v >= x], f"largest {_format(values[-1])}")):
-        found, why = None, f"{axis} {_format(x)} beyond the measured ({limit})"
+        found, why = None, None
         for v in side:
             inner, inner_why = bracket([p for p in points if p.coord(axis) == v], coords, rest)
             if inner is not None:
                 found = (v, inner)
                 break
-            why = inner_why
+            if why is None:  # the nearest slice's reason
+                why = inner_why if v == x else f"at {axis} {_format(v)}: {inner_why}"
         if found is None:
-            return None, why
+            return None, why or f"{axis} {_format(x)} beyond the measured ({limit})"
         sides.append(found)
     (lo, below), (hi, above) = sides
     if lo == hi:

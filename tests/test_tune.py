@@ -94,6 +94,17 @@ def test_outside_the_measured_range_there_is_no_answer():
     assert "batch 1024 beyond the measured (largest 64)" in plan.reason
 
 
+def test_outside_names_the_nearest_measured_slice_that_falls_short():
+    # Batch 64 measured up to n 1024, batch 256 up to n 256 only.
+    table = make_table(crossing_grid(batches=(64,)) + crossing_grid(
+        batches=(256,), sizes=(64, 128, 256)))
+    est = table.estimate("getrf", "float32", 128, 512)
+    assert est.rule == tables.OUTSIDE
+    assert est.basis.startswith("at batch 256: n 512 beyond the measured (largest 256)")
+    est = table.estimate("getrf", "float32", 64, 2048)  # the call's own batch: no "at"
+    assert est.basis.startswith("n 2048 beyond the measured (largest 1024)")
+
+
 def svd_grid(batches=(16, 256), sizes=(64, 128), xla_factor=50.0):
     # gesvdj above n = 32: JAX's lowering makes one call per matrix, linear in the batch.
     return [(b, n, {"batched:1": power_law(b, n, 1e-6, 2),
