@@ -40,10 +40,11 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+import numpy as np
+
 from . import _jax_lowering
 
 FORMAT = 1
-_ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 XLA = "xla"
 SHIPPED_DIR = Path(__file__).with_name("tables")
 CACHE_ENV = "JAX_CUSOLVER_MS_TUNE_CACHE"  # a folder; overrides the per-user cache folder
@@ -212,16 +213,17 @@ def bracket(points, coords: Mapping, axes=AXES):
     return [(p, w * (1 - f)) for p, w in below] + [(p, w * f) for p, w in above], ""
 
 
-def _carried_batch(routine: str, dtype: str, points, coords: Mapping):
+def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
     """Where bracket() finds no points for a call because none of its batch or larger brackets
     the other coordinates: the largest smaller measured batch whose points do, if JAX's lowering
     loops per matrix both there and at the call's batch. JAX's time is then the per-matrix time
     times the batch, and every candidate's grows at most as fast (a batch run in two halves takes
-    no longer than the halves), so a win measured there holds at the call: returns (points and
-    weights at that batch, the batch), else None."""
-    if routine not in _jax_lowering.RULES or dtype not in _ITEMSIZE:
+    no longer than the halves), so a win over JAX measured there holds at the call: returns
+    (points and weights at that batch, the batch), else None; None too where JAX's lowering is
+    not a candidate, or not measured at each of those points (the argument compares with it)."""
+    if routine not in _jax_lowering.RULES or not allowed(XLA):
         return None
-    batch, n, itemsize = coords["batch"], coords["n"], _ITEMSIZE[dtype]
+    batch, n, itemsize = coords["batch"], coords["n"], np.dtype(dtype).itemsize
     if not _jax_lowering.loops_per_matrix(routine, batch, n, itemsize):
         return None
     for smaller in sorted({p.batch for p in points if p.batch < batch}, reverse=True):
@@ -229,7 +231,7 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping):
             continue
         around, _ = bracket(points, dict(coords, batch=smaller))
         if around is not None:
-            return around, smaller
+            return (around, smaller) if all(XLA in p.times_ms for p, _ in around) else None
     return None
 
 
@@ -361,7 +363,7 @@ class Table:
         around, why = bracket(points, coords)
         carried, scale = "", 1.0
         if around is None:
-            found = _carried_batch(routine, dtype, points, coords)
+            found = _carried_batch(routine, dtype, points, coords, allowed)
             if found is None:
                 return Estimate(None, (), f"{why}: nothing measured on that side of the call",
                                 OUTSIDE)
@@ -371,9 +373,6 @@ class Table:
                        f"one {routine} call per matrix: the times at batch {smaller}, "
                        f"x{scale:.3g}; ")
         names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
-        if carried and XLA not in names:  # the argument compares each candidate with JAX's
-            return Estimate(None, (), f"{why}: nothing measured on that side of the call",
-                            OUTSIDE)
         times, at = {}, {}
         for c in names:
             ts = [(p, w, p.time(c)) for p, w in around]

@@ -49,10 +49,10 @@ ALGORITHMS = ("default", "qr", "jacobi")
 # (full_matrices, compute_uv)
 MODES = {"full": (True, True), "reduced": (False, True), "values": (False, False)}
 
-# (batch..., m, n): n = 1, batch 0 and 1, several batch dims, square, tall and wide, and above
-# 32 the Jacobi kernel's longer columns under strategy "batched" on the GPU: two, three and four
-# rows a lane, the full U completed past 32 rows, and at 128 x 128 V (float64, complex64) or the
-# matrix and V (complex128) in the workspace instead of shared memory.
+# (batch..., m, n): n = 1, one column and one row, batch 0 and 1, several batch dims, square,
+# tall and wide, and above 32 the Jacobi kernel's longer columns under strategy "batched" on the
+# GPU: two, three and four rows a lane, the full U completed past 32 rows, and at 128 x 128 V
+# (float64, complex64) or the matrix and V (complex128) in the workspace instead of shared memory.
 SVD_SHAPES = [
     (1, 1), (6, 6), (9, 4), (4, 9), (0, 3, 3), (1, 5, 5), (2, 3, 7, 5), (3, 6, 11),
     (2, 40, 33), (3, 37, 70), (2, 100, 37), (2, 128, 128), (4, 0), (2, 9, 1), (2, 1, 9),

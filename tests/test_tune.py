@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -765,10 +766,8 @@ def test_tune_goes_on_where_it_stopped(tmp_path, monkeypatch):
 ])
 def test_a_candidate_far_behind_the_cells_fastest_is_timed_once(monkeypatch, call_s, fastest_ms,
                                                                  repeats):
-    import time as time_module
-
     def slow_call(*inputs):
-        time_module.sleep(call_s)
+        time.sleep(call_s)
         return jax.numpy.zeros(())
 
     asked = []
