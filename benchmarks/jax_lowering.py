@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from jax_cusolver_ms._jax_lowering import loops_per_matrix
-
 # The library routines of each op of benchmarks.bench.OPS: JAX loops where any of them does.
 # What else runs there is batched:
 # - the triangular solves of solve, inv (a solve against I), cho_solve and lu_solve are XLA's
@@ -44,5 +42,9 @@ def jax_loops(op: str, dtype: str, batch: int, n: int) -> bool:
     """Whether JAX's own GPU lowering of `batch` n x n matrices of op `op` (a name of
     benchmarks.bench.OPS) loops over the matrices, one library call each, rather than running
     the batch in one batched call. A batch of one is never looping."""
+    # Imported here, not at the top: benchmarks.bench imports the installed package (the one with
+    # the compiled extension) before anything else may import the source folder's.
+    from jax_cusolver_ms._jax_lowering import loops_per_matrix
+
     itemsize = np.dtype(dtype).itemsize
     return any(loops_per_matrix(routine, batch, n, itemsize) for routine in ROUTINES[op])

@@ -1,6 +1,7 @@
 """Tests of benchmarks/jax_lowering.py (where JAX's GPU lowering loops over the matrices of a
 batch) and of the report's figures over those cells. CPU only: nothing is measured."""
 import importlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -136,3 +137,25 @@ def test_a_report_written_before_the_split_shows_without_it():
     del summary["jax_loops"]
     square = {"environment": {}, "args": {}, "complete": True, "summary": summary, "cells": CELLS}
     assert "loops" not in render.brief({"gpu": "Fake GPU", "square": square})
+
+
+def test_the_runner_imports_the_package_through_the_installed_first_path():
+    """`python -m benchmarks.report` runs from the repository root, whose source folder has no
+    compiled extension: the package's first import must be bench._import_package's, which
+    prefers the installed copy. A module importing jax_cusolver_ms at its top, ahead of bench,
+    makes the runner time JAX's fallback on the GPU."""
+    probe = (
+        "import sys, traceback\n"
+        "first = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'jax_cusolver_ms' and not first:\n"
+        "            first.append([f.name for f in traceback.extract_stack()])\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "import benchmarks.report\n"
+        "print('_import_package' in first[0] if first else 'never')\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True", done.stdout
