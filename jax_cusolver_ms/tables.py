@@ -13,8 +13,10 @@ gets no answer from the table (strategy.choose then takes JAX's lowering too). N
 extrapolated, with one exception that follows from how JAX runs the call: beyond the largest
 measured batch, where JAX's lowering makes one library call per matrix (_jax_lowering.py), its
 time grows in proportion to the batch and no candidate's grows faster, so the decision measured
-at that batch stands (rule CARRIED). Elsewhere off the measured space `auto` cannot lose by more
-than its guard around JAX's call.
+at that batch stands (rule CARRIED). Where the points around a call straddle JAX's switch from
+a batched call to a far slower loop (svd between n = 32 and 64), a candidate must beat JAX only
+at the points where JAX loops as at the call. Elsewhere off the measured space `auto` cannot
+lose by more than its guard around JAX's call.
 
 Where tables come from, in the order they are consulted:
   1. the user's tuned table (`jax_cusolver_ms.tune`), one file per GPU in the cache folder,
@@ -235,6 +237,23 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
     return None
 
 
+def _across_jax_switch(routine: str, dtype: str, coords: Mapping, around) -> set:
+    """The keys of the points around a call where JAX's lowering runs one batched call of a
+    routine of _jax_lowering.BATCHED_BEATS_LOOP while at the call it loops per matrix (svd
+    between n = 32 and 64). JAX's time there is that of the fast batched call, not of the loop
+    the call makes: a candidate need not beat it there, only at the points where JAX loops as
+    at the call (there is at least one, or nothing is set apart). Empty elsewhere."""
+    if routine not in _jax_lowering.BATCHED_BEATS_LOOP:
+        return set()
+    itemsize = np.dtype(dtype).itemsize
+    if not _jax_lowering.loops_per_matrix(routine, coords["batch"], coords["n"], itemsize):
+        return set()
+    # A batch of one is one call either way, the loop's per-matrix call: no switch there.
+    switched = {p.key for p, _ in around if p.batch > 1
+                and not _jax_lowering.loops_per_matrix(routine, p.batch, p.n, itemsize)}
+    return switched if len(switched) < len({p.key for p, _ in around}) else set()
+
+
 def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
     """How many times faster than JAX's own (xla_ms) a candidate must measure at a point for
     a win there: 1 + the margin (for an unguarded kernel, no slower than JAX's by the margin)."""
@@ -352,7 +371,10 @@ class Table:
         simplest). Otherwise JAX's lowering (rule DISAGREED); a call outside the measured range
         along any axis gets no answer (best None, rule OUTSIDE), except a batch beyond the
         measured where JAX's lowering loops per matrix: there the points at a smaller batch
-        decide (_carried_batch; rule CARRIED where a candidate wins). Where JAX's lowering is not
+        decide (_carried_batch; rule CARRIED where a candidate wins). At a call where JAX's
+        lowering loops per matrix, points where it makes one far faster batched call instead
+        (_across_jax_switch) need not be beaten, and JAX's time is the looping points'. Where
+        JAX's lowering is not
         a candidate (no lowering of its own, or lanes asked for), the fastest interpolated,
         within the measured range only."""
         points = self.entries.get((routine, dtype))
@@ -381,10 +403,21 @@ class Table:
                 times[c] = scale * math.exp(sum(w * math.log(t) for _, w, t in ts))
         if not times:
             return None
+        switched = _across_jax_switch(routine, dtype, coords, around) if XLA in at else set()
+        if switched:
+            # JAX's time at the call: from the points where it loops as there (weights > 0).
+            looping = [(p, w) for p, w in around if p.key not in switched]
+            total = sum(w for _, w in looping)
+            times[XLA] = scale * math.exp(
+                sum(w * math.log(p.time(XLA)) for p, w in looping) / total)
         ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         cells = sorted({p.key for p, _ in around})
         basis = carried + ("measured at " if len(cells) == 1 else "interpolated between ") + \
             ", ".join(_point_name(k) for k in cells)
+        if switched:
+            basis += (f"; JAX's own is one batched {routine} call at "
+                      + ", ".join(_point_name(k) for k in sorted(switched))
+                      + " and one call per matrix at the call: compared where it loops")
         if XLA not in names:
             return Estimate(_simplest(times, times), ranked, basis, FASTEST)
         if XLA not in times:
@@ -396,7 +429,8 @@ class Table:
             if c == XLA:
                 continue
             speedups = [(p.key, xla_at[p.key] / t,
-                         _speedup_needed(routine, c, n, xla_at[p.key])) for p, t in at[c]]
+                         _speedup_needed(routine, c, n, xla_at[p.key]))
+                        for p, t in at[c] if p.key not in switched]
             losses = [loss for loss in speedups if loss[1] <= loss[2]]
             if not losses:
                 winners.append(c)

@@ -165,6 +165,51 @@ def test_nothing_carries_without_jax_lowering_among_the_candidates():
     assert est.best is None and est.rule == tables.OUTSIDE
 
 
+# svd at batch 256 on either side of JAX's switch at n = 32: gesvdjBatched at n = 32 (fast, and
+# faster than "blocked"), one gesvdj call per matrix at n = 64 (slow).
+ACROSS_SVD_SWITCH = [(256, 32, {"xla": 0.3, "blocked": 0.5}),
+                     (256, 64, {"xla": 250.0, "blocked": 0.9})]
+
+
+def test_where_jax_loops_a_point_on_its_batched_side_need_not_be_beaten():
+    table = make_table(ACROSS_SVD_SWITCH, routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 256, 48)
+    assert est.best == "blocked" and est.rule == tables.AGREED
+    assert "JAX's own is one batched gesvdj call at 256x32" in est.basis
+    # JAX's time at the call is its looping time, not one interpolated with the batched call's.
+    assert dict(est.times_ms)["xla"] == pytest.approx(250.0)
+    # Where the call is on the batched side too, every point must be beaten as before.
+    est = table.estimate("gesvdj", "float32", 256, 32)
+    assert est.best == "xla"
+    table = make_table([(256, 16, {"xla": 0.2, "blocked": 0.4})] + ACROSS_SVD_SWITCH,
+                       routine="gesvdj")
+    assert table.estimate("gesvdj", "float32", 256, 24).best == "xla"
+
+
+def test_the_looping_points_must_still_be_beaten():
+    table = make_table([(256, 32, {"xla": 0.3, "blocked": 0.5}),
+                        (256, 64, {"xla": 250.0, "blocked": 240.0})], routine="gesvdj")
+    est = table.estimate("gesvdj", "float32", 256, 48)
+    assert est.best == "xla" and est.rule == tables.DISAGREED
+    assert "at 256x64, short of" in est.basis
+
+
+def test_only_a_switch_to_a_slower_loop_sets_points_apart():
+    # getrf's switch (n // batch > 128: cuBLAS getrfBatched below, cuSOLVER getrf per matrix
+    # above) is not one to a slower call: its points all count. Batch 8 loops at n 2048, batch
+    # 16 does not.
+    table = make_table([(b, n, {"xla": 10.0 * b, "looped:8": 5.0 * b if b == 8 else 20.0 * b})
+                        for b in (8, 16) for n in (1024, 2048)])
+    est = table.estimate("getrf", "float32", 12, 2048)
+    assert est.best == "xla" and est.rule == tables.DISAGREED
+    assert "batched" not in est.basis
+    # A batch of one is the loop's own per-matrix call: not set apart either.
+    table = make_table([(1, 64, {"xla": 1.0, "blocked": 2.0}), (16, 64, {"xla": 16.0,
+                                                                        "blocked": 1.0})],
+                       routine="gesvdj")
+    assert table.estimate("gesvdj", "float32", 4, 64).best == "xla"
+
+
 def test_points_around_the_call_must_agree():
     # Lanes win 2x at 64x512 and lose at 64x1024: between them the interpolated time of lanes
     # is lower, but the points do not agree, so JAX's own lowering.
