@@ -123,13 +123,14 @@ def _svd_qr_first(a, full_matrices, compute_uv, algorithm):
     if wide:
         a = mh(a)
     complete = compute_uv and full_matrices
-    q, r = _qr(a, mode="complete" if complete else "reduced", strategy="auto")
     k = min(m, n)
-    out = svd_p.bind(r[..., :k, :], full_matrices=False, compute_uv=compute_uv,
-                     algorithm=algorithm, strategy="auto", lanes=None)
-    if not compute_uv:
-        return out
-    s, u_r, vh = out
+    if not compute_uv:  # the singular values are R's: no Q to form (orgqr's cost saved)
+        r = _qr(a, mode="r", strategy="auto")
+        return svd_p.bind(r[..., :k, :], full_matrices=False, compute_uv=False,
+                          algorithm=algorithm, strategy="auto", lanes=None)
+    q, r = _qr(a, mode="complete" if complete else "reduced", strategy="auto")
+    s, u_r, vh = svd_p.bind(r[..., :k, :], full_matrices=False, compute_uv=True,
+                            algorithm=algorithm, strategy="auto", lanes=None)
     u = matmul(q[..., :, :k], u_r)
     if complete:
         u = jnp.concatenate([u, q[..., :, k:]], axis=-1)
