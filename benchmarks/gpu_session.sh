@@ -236,10 +236,19 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   # benchmarks.bench imports the installed jax_cusolver_ms in preference to the source folder.
   # No figures: at most 8 files come back from the device, and --render draws them from
   # report.json here.
-  python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs --no-plots "$@" \
-    > "$OUT/bench.log" 2>&1
-  bench_rc=$?
-  grep -E "^# |WRONG|ERROR" "$OUT/bench.log" | head -20
+  # The runner's own import path, from here, must reach the extension: otherwise it would time
+  # JAX's fallback for the whole budget.
+  if python3 -c "from benchmarks import bench; import sys; sys.exit(0 if bench.jcm is not None \
+and bench.jcm.gpu_available() else 'benchmarks.bench sees no GPU through jax_cusolver_ms \
+(the extension not loaded?): ' + str(getattr(bench.jcm, '__file__', bench.JCM_IMPORT_ERROR)))"; then
+    python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs --no-plots "$@" \
+      > "$OUT/bench.log" 2>&1
+    bench_rc=$?
+  else
+    echo "BENCHMARK IMPORT CHECK FAILED"
+    bench_rc=1
+  fi
+  [[ -f "$OUT/bench.log" ]] && grep -E "^# |WRONG|ERROR" "$OUT/bench.log" | head -20
 fi
 
 step "summary"
