@@ -257,8 +257,9 @@ class Choice:
     # JAX by the margin), "no agreement" (they do not: JAX's lowering), "outside measured"
     # (nothing measured around the call: JAX's lowering), "fastest measured" (JAX's lowering
     # is no candidate), "carried to a larger batch" (a measured win beyond the largest batch
-    # measured, where JAX's lowering loops per matrix), "heuristic" (routines JAX has no lowering of, or lanes given, where no
-    # table answers), "closed form" (det of n <= 3), "limits", "user" or "no extension".
+    # measured, where JAX's lowering loops per matrix), "heuristic" (routines JAX has no
+    # lowering of, or lanes given, where no table answers), "closed form" (det of n <= 3),
+    # "limits", "user" or "no extension".
     rule: str = ""
 
     @property

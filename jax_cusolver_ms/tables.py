@@ -254,6 +254,13 @@ def _across_jax_switch(routine: str, dtype: str, coords: Mapping, around) -> set
     return switched if len(switched) < len({p.key for p, _ in around}) else set()
 
 
+def _log_mean(weighted) -> float:
+    """The time at a call from its points' (weight, ms): the weighted mean in log space, the
+    weights normalized (all of bracket()'s sum to one; a subset of them need not)."""
+    total = sum(w for w, _ in weighted)
+    return math.exp(sum(w * math.log(t) for w, t in weighted) / total)
+
+
 def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
     """How many times faster than JAX's own (xla_ms) a candidate must measure at a point for
     a win there: 1 + the margin (for an unguarded kernel, no slower than JAX's by the margin)."""
@@ -374,9 +381,8 @@ class Table:
         decide (_carried_batch; rule CARRIED where a candidate wins). At a call where JAX's
         lowering loops per matrix, points where it makes one far faster batched call instead
         (_across_jax_switch) need not be beaten, and JAX's time is the looping points'. Where
-        JAX's lowering is not
-        a candidate (no lowering of its own, or lanes asked for), the fastest interpolated,
-        within the measured range only."""
+        JAX's lowering is not a candidate (no lowering of its own, or lanes asked for), the
+        fastest interpolated, within the measured range only."""
         points = self.entries.get((routine, dtype))
         if not points:
             return None
@@ -400,24 +406,21 @@ class Table:
             ts = [(p, w, p.time(c)) for p, w in around]
             if all(t is not None for _, _, t in ts):
                 at[c] = [(p, t) for p, _, t in ts]
-                times[c] = scale * math.exp(sum(w * math.log(t) for _, w, t in ts))
+                times[c] = scale * _log_mean([(w, t) for _, w, t in ts])
         if not times:
             return None
-        switched = _across_jax_switch(routine, dtype, coords, around) if XLA in at else set()
-        if switched:
-            # JAX's time at the call: from the points where it loops as there (weights > 0).
-            looping = [(p, w) for p, w in around if p.key not in switched]
-            total = sum(w for _, w in looping)
-            times[XLA] = scale * math.exp(
-                sum(w * math.log(p.time(XLA)) for p, w in looping) / total)
-        ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         cells = sorted({p.key for p, _ in around})
         basis = carried + ("measured at " if len(cells) == 1 else "interpolated between ") + \
             ", ".join(_point_name(k) for k in cells)
+        switched = _across_jax_switch(routine, dtype, coords, around) if XLA in at else set()
         if switched:
+            # JAX's time at the call: the points' where it loops as there (their weights > 0).
+            times[XLA] = scale * _log_mean([(w, p.time(XLA)) for p, w in around
+                                            if p.key not in switched])
             basis += (f"; JAX's own is one batched {routine} call at "
                       + ", ".join(_point_name(k) for k in sorted(switched))
                       + " and one call per matrix at the call: compared where it loops")
+        ranked = tuple(sorted(times.items(), key=lambda item: (item[1], item[0])))
         if XLA not in names:
             return Estimate(_simplest(times, times), ranked, basis, FASTEST)
         if XLA not in times:
