@@ -21,7 +21,7 @@
 # too, that grid's benchmark then runs on the new table, else nothing more.
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
-# SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 420), PYTEST_ARGS (more pytest arguments),
+# SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 480), PYTEST_ARGS (more pytest arguments),
 # CMAKE_ARGS (default: this GPU's architecture only). No network is needed: the build uses what
 # is installed (--no-build-isolation --no-deps).
 #
@@ -90,7 +90,7 @@ if [[ -n "${JAX_SUITE:-}" ]]; then
   workers=()
   python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
   (cd "${TMPDIR:-/tmp}" && JAX_ENABLE_X64=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
-    timeout "${TEST_TIMEOUT:-420}" python3 -P "$suite" "$file" --out "$OUT/jax_suite" -- \
+    timeout "${TEST_TIMEOUT:-480}" python3 -P "$suite" "$file" --out "$OUT/jax_suite" -- \
     "${workers[@]}" -q -p no:cacheprovider 2>&1 | tail -20)
   exit "${PIPESTATUS[0]}"
 fi
@@ -209,7 +209,9 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   step "tests: pytest -m 'not slow' (log: $OUT/pytest.log)"
   workers=()
   if python3 -c "import xdist" 2>/dev/null; then
-    workers=(-n "$(( $(nproc) < 14 ? $(nproc) : 14 ))")
+    # worksteal: an idle worker takes queued tests from a busy one, so a few long tests
+    # scheduled late do not leave the others waiting.
+    workers=(-n "$(( $(nproc) < 14 ? $(nproc) : 14 ))" --dist worksteal)
     # One BLAS thread per worker: NumPy's reference checks in a dozen processes would otherwise
     # fight over the cores.
     export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -222,12 +224,12 @@ if [[ -z "${SKIP_TESTS:-}" ]]; then
   # still says what failed. -rs: pytest.log lists each skipped test with its reason (a GPU test
   # skipped for want of a second GPU says so).
   XLA_PYTHON_CLIENT_PREALLOCATE=false JCM_FAILURES_LOG="$OUT/failures.log" \
-    timeout "${TEST_TIMEOUT:-420}" python3 -P -m pytest -m "not slow" -q -rfEs \
+    timeout "${TEST_TIMEOUT:-480}" python3 -P -m pytest -m "not slow" -q -rfEs \
     -p no:cacheprovider "${workers[@]}" "${extra[@]}" > "$OUT/pytest.log" 2>&1
   tests_rc=$?
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | sort -u | head -30
   tests_line="tests: $(tail -1 "$OUT/pytest.log") (exit $tests_rc)"
-  (( tests_rc == 124 )) && tests_line+=" CUT SHORT by TEST_TIMEOUT=${TEST_TIMEOUT:-420}s"
+  (( tests_rc == 124 )) && tests_line+=" CUT SHORT by TEST_TIMEOUT=${TEST_TIMEOUT:-480}s"
 fi
 
 bench_rc=0

@@ -739,8 +739,9 @@ def test_blocked_single_matrix_with_nan_above_the_diagonal(rng, dtype, n):
 
 
 @requires_gpu
-@pytest.mark.parametrize("dtype, batch, n", [(np.float32, 17, 1100), (np.float32, 1, 2100),
-                                             (np.float64, 1, 2100)], ids=ids)
+@pytest.mark.parametrize("dtype, batch, n", [
+    pytest.param(np.float32, 17, 1100, marks=pytest.mark.slow), (np.float32, 1, 2100),
+    (np.float64, 1, 2100)], ids=ids)
 def test_blocked_tall_panels(rng, dtype, batch, n):
     # Panels of more rows than a block's threads, where they run as the rows shrink (on an
     # H100): more matrices than a cluster launch takes, one block of two rows a thread, 16

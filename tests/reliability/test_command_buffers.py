@@ -8,6 +8,7 @@ or synchronises with the host, would be captured once and replayed wrong.
 The source check runs anywhere (CPU CI); the run needs a GPU (a child interpreter, since
 XLA_FLAGS is read once per process).
 """
+import functools
 import os
 import re
 
@@ -105,6 +106,7 @@ def test_the_trait_check_catches_a_solver_handler():
 _PROBE = "import jax, jax.numpy as jnp; print(float(jax.jit(lambda x: x @ x + 1)(jnp.ones((8, 8)))[0, 0]))"
 
 
+@functools.cache  # one probe per test process, not one per shard
 def accepted_command_types():
     """The command types this XLA accepts in --xla_gpu_enable_command_buffer."""
     def ok(types):
@@ -124,6 +126,8 @@ _RUN = """
     rng = np.random.default_rng(0)
     cases = failures = 0
     for i, op in enumerate(OPS):
+        if i % {shards} != {shard}:
+            continue
         dtype = np.dtype(op.dtypes[i % len(op.dtypes)])
         for s in strategies_of(op):
             call = functools.partial(op.call, **run_options(s, 4))
@@ -148,14 +152,20 @@ _RUN = """
 """
 
 
+# The ops in shards, each its own child process: the test workers share them out, rather than
+# one child running every op for minutes at the end of a run.
+SHARDS = 4
+
+
 @requires_gpu
-def test_every_op_under_command_buffers():
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_op_under_command_buffers(shard):
     types = accepted_command_types()
     assert "CUSTOM_CALL" in types, f"this XLA accepts only {types}"
     flags = (f"--xla_gpu_enable_command_buffer={','.join(types)} "
              "--xla_gpu_graph_min_graph_size=1")
-    child = run_python(_RUN.format(tests=os.path.join(REPO, "tests")), timeout=540,
-                       XLA_FLAGS=flags)
+    child = run_python(_RUN.format(tests=os.path.join(REPO, "tests"), shard=shard,
+                                   shards=SHARDS), timeout=540, XLA_FLAGS=flags)
     assert child.rc == 0, child
     last = child.stdout.strip().splitlines()[-1]
     assert last.startswith("CASES") and last.endswith("FAILURES 0"), child

@@ -6,6 +6,7 @@ fault, or a pool left unusable. Interpreter-level cases run in child interpreter
 timeout (a hang fails the test). What needs the extension's test hooks (`_ffi.inject_failure`,
 `_ffi.shutdown`) or a GPU skips elsewhere; the exit and fork cases run on the CPU too.
 """
+import concurrent.futures
 import functools
 import os
 import subprocess
@@ -334,8 +335,10 @@ def test_fork_after_use_is_no_worse_than_jax():
     """The parent ran an op on the GPU before forking. JAX itself may hang or fail in such a
     child (CUDA does not survive fork): the child using this package must never do worse than
     the same child using jnp.linalg.inv, and never hang or crash where JAX alone does not."""
-    ours, child = _fork_outcome(OURS, warm=True)
-    jax_alone, _ = _fork_outcome(JAX_ALONE, warm=True)
+    # Both at once: each may wait out its child's hang (60 s).
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(_fork_outcome, op, True) for op in (OURS, JAX_ALONE)]
+        (ours, child), (jax_alone, _) = (run.result() for run in runs)
     if _acceptable(jax_alone):
         assert _acceptable(ours), (ours, jax_alone, child)
     assert not ours.startswith("crash") or jax_alone.startswith("crash"), (ours, jax_alone)
