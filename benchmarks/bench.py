@@ -512,6 +512,7 @@ class Op:
     ours: str | Callable | None = None  # jax_cusolver_ms attribute or a function of ours
     routine: str | None = None  # the name jcm.explain() knows the op's main routine by
     error_floor: dict | None = None  # per dtype, where the op's error is not ERROR_FLOOR's scale
+    mixed: bool = False  # ours in mixed precision against JAX's in the dtype's own
 
     def floor(self, dtype: str) -> float:
         """The error floor of `dtype`; a complex dtype has its real counterpart's precision."""
@@ -540,12 +541,12 @@ OPS = {
         # float64 solve; "solve" in the same run is this project's float64 solve. The _cond
         # ops: where refinement converges and where it falls back to float64.
         Op("solve_mixed", jnp.linalg.solve, None, _with_solution, _backward_error,
-           ours=_mixed_solve, routine="getrf"),
+           ours=_mixed_solve, routine="getrf", mixed=True),
         Op("solve_mixed_pos", _jax_cho_solve, None, _spd_with_solution, _backward_error,
-           ours=functools.partial(_mixed_solve, assume_a="pos"), routine="potrf"),
+           ours=functools.partial(_mixed_solve, assume_a="pos"), routine="potrf", mixed=True),
         *(Op(f"solve_mixed_cond1e{e}", jnp.linalg.solve, None,
              _conditioned_with_solution(10.0 ** e), _backward_error, ours=_mixed_solve,
-             routine="getrf") for e in MIXED_CONDITIONS),
+             routine="getrf", mixed=True) for e in MIXED_CONDITIONS),
         # The error per unit of condition (_det_error): about eps x n, so a floor of its own
         # (float32 16x512 on the CPU: JAX 3.7e-6; 1% off everywhere 5.8e-4, one sign flipped 0.03).
         Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf",
@@ -589,7 +590,7 @@ OPS = {
         # lstsq(precision="mixed") (float64 only): a float32 QR refined to float64 accuracy,
         # against JAX's float64 SVD least squares.
         Op("lstsq_mixed", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,
-           ours=functools.partial(_lstsq, precision="mixed"), routine="lstsq"),
+           ours=functools.partial(_lstsq, precision="mixed"), routine="lstsq", mixed=True),
         Op("pinv", jnp.linalg.pinv, "linalg.pinv", _general, _pinv_error),
     ]
 }
@@ -603,6 +604,14 @@ REFERENCE_IS_OTHER = {
     "generalized_eigh": "JAX has no generalized eigh: the JAX column is the reduction written "
                         "with jnp.linalg (Cholesky, triangular solves, eigh)",
 }
+
+
+def strategy_against_jax(op: str) -> bool:
+    """Whether op's cells compare only the strategy with JAX's lowering of the same computation:
+    not where JAX's column is another algorithm (REFERENCE_IS_OTHER) nor where ours runs in mixed
+    precision."""
+    known = OPS.get(op)
+    return known is not None and not known.mixed and op not in REFERENCE_IS_OTHER
 
 
 # ---------------------------------------------------------------------------------------------

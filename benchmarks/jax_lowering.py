@@ -32,7 +32,7 @@ ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
 RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigvals (Xgeev) and "
         "the QR-iteration SVD (Xgesvd) at any batch, for svd, svdvals, lstsq and pinv (gesvdj) "
         "above n = 32, for qr and qr_multiply (orgqr, ormqr) above n = 128, and for the LU ops "
-        "(lu_factor, solve, inv, det; LDL^T's JAX column) and the QR ops (geqrf) where "
+        "(lu_factor, solve, inv, det) and the QR ops (geqrf) where "
         "n // batch > 128; never for cholesky and cho_solve "
         "(potrfBatched), eigh and eigvalsh (syevjBatched, XsyevBatched), nor for a batch of one "
         "(jax_cusolver_ms/_jax_lowering.py).")

@@ -173,7 +173,8 @@ def summarize(cells: list[dict]) -> dict:
     """Per op and dtype the geometric mean, min and max speed-up over JAX (and torch's), the
     cells below PARITY with what `auto` picked there, the batch-1 minimum and the skipped cells;
     per dtype the geometric mean over the cells where JAX's lowering loops over the matrices
-    (jax_lowering.jax_loops), their count and the ranges of batch and n they span."""
+    (jax_lowering.jax_loops) and only the strategy differs (bench.strategy_against_jax), their
+    count and the ranges of batch and n they span."""
     per_op, per_dtype, below, batch1, skipped = {}, {}, [], [], []
     loops, loops_at = {}, {}
     same = sum(1 for c in cells
@@ -192,7 +193,8 @@ def summarize(cells: list[dict]) -> dict:
         if t:
             entry["vs_torch"].append(t)
         per_dtype.setdefault(c["dtype"], []).append(s)
-        if jax_lowering.jax_loops(c["op"], c["dtype"], c["batch"], c["n"]):
+        if (bench.strategy_against_jax(c["op"])
+                and jax_lowering.jax_loops(c["op"], c["dtype"], c["batch"], c["n"])):
             loops.setdefault(c["dtype"], []).append(s)
             loops_at.setdefault(c["op"], set()).add((c["batch"], c["n"]))
         picks = (c.get("explain") or {}).get("strategy")

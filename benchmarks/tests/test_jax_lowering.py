@@ -110,6 +110,21 @@ def test_summary_gives_the_geometric_mean_where_jax_loops():
     assert loops == {"geomean_vs_jax": {"float32": None}, "cells": {"float32": 0}, "where": []}
 
 
+def test_the_mean_where_jax_loops_leaves_out_other_computations():
+    # JAX loops at each (LU, batch 4, n 2048), but the mixed-precision solve and LDL^T (against
+    # JAX's LU) compare more than the strategy.
+    others = [_cell("solve_mixed_cond1e8", 4, 2048, 1.0, 2.0, "float64"),
+              _cell("solve_mixed", 4, 2048, 1.0, 2.0, "float64"),
+              _cell("ldl_factor", 4, 2048, 1.0, 2.0, "float64")]
+    same = _cell("solve", 4, 2048, 4.0, 1.0, "float64")
+    loops = render.summarize(others + [same])["jax_loops"]
+    assert loops["cells"] == {"float64": 1}
+    assert loops["geomean_vs_jax"]["float64"] == pytest.approx(4.0)
+    assert loops["where"] == [{"ops": ["solve"], "batches": [4, 4], "sizes": [2048, 2048]}]
+    # Each of them alone still loops in JAX: only the statistic leaves them out.
+    assert all(jax_lowering.jax_loops(c["op"], "float64", 4, 2048) for c in others)
+
+
 def test_the_report_and_the_docs_page_show_the_mean_where_jax_loops():
     report = importlib.import_module("benchmarks.report")
     summary = render.summarize(CELLS)
