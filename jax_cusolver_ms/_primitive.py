@@ -15,6 +15,9 @@ import numpy as np
 from . import _compat, _ffi
 from ._compat import NOT_MAPPED, ShapedArray, ad, batching, mlir
 
+# The prefix of every primitive and FFI target of this package: dropin tells ours from JAX's by it.
+NAME_PREFIX = "jcm_"
+
 SOLVER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
                  np.dtype(np.complex128))
 
@@ -57,6 +60,8 @@ class SolverPrimitive:
 
     def __init__(self, name: str, *, core_ranks: Sequence[int], shape_rule: Callable,
                  jax_impl: Callable, cuda_impl: Callable, batch_rule: Callable | None = None):
+        if not name.startswith(NAME_PREFIX):
+            raise ValueError(f"primitive {name!r}: this package's names start with {NAME_PREFIX}")
         self.name = name
         self._special_batch_rule = batch_rule
         self.core_ranks = tuple(core_ranks)
@@ -163,7 +168,7 @@ def batch_dims_shared(operand_shapes, result_shapes, batch_rank: int) -> int:
 # XLA's partitioner, and under Shardy the rule that the batch dims are shared and each other
 # dim is the call's own (replicated). With jax.ffi.ffi_call, which attaches neither, XLA
 # gathered a sharded batch onto every device.
-ffi_call_p = _compat.Primitive("jcm_ffi_call")
+ffi_call_p = _compat.Primitive(NAME_PREFIX + "ffi_call")
 ffi_call_p.multiple_results = True
 
 

@@ -132,9 +132,11 @@ _lowering = threading.local()  # depth of our rules on this thread's lowering st
 
 
 def _calls_ours(jaxpr) -> bool:
-    """Whether a jaxpr (its sub-jaxprs included) calls one of this package's FFI targets."""
+    """Whether a jaxpr (its sub-jaxprs included) binds one of this package's primitives: an FFI
+    call, or a primitive a composite strategy binds (the QR-first SVD's QR and SVD of R), which
+    lowers to this package's code even where each step then chooses JAX's."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive is _primitive.ffi_call_p and eqn.params["target"].startswith("jcm_"):
+        if eqn.primitive.name.startswith(_primitive.NAME_PREFIX):
             return True
         for value in eqn.params.values():
             for sub in value if isinstance(value, (tuple, list)) else (value,):

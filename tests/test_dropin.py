@@ -134,6 +134,20 @@ def test_parameters_we_do_not_implement_keep_jaxs_lowering(rng, claim_extension,
         assert expect in enabled
 
 
+def test_a_composite_strategy_under_enable_lowers_as_ours(rng, claim_extension, switched_off):
+    # The QR-first SVD binds this package's QR and SVD-of-R primitives, and each step may then
+    # choose JAX's lowering (as here, with no table): the whole is still ours, a QR JAX's SVD
+    # does not run, not JAX's rule taken for want of an FFI call at the top.
+    a = random_matrix(rng, (2, 60, 6), np.float32, "general")
+    svd = lambda a: jnp.linalg.svd(a, full_matrices=False)
+    jax_own = cuda_targets(svd, a)
+    assert not any("geqrf" in t for t in jax_own), jax_own
+    jcm.enable()
+    with jcm.config(strategy="blocked"):
+        enabled = cuda_targets(svd, a)
+    assert any("geqrf" in t for t in enabled), enabled
+
+
 def test_left_eigenvectors_go_to_jaxs_rule_inside_ours(rng, claim_extension, switched_off):
     # No cuSOLVER routine computes them: geev's implementation binds JAX's eig, which must lower
     # through JAX's original rule (not back into ours).
