@@ -683,10 +683,14 @@ def test_the_svd_kernel_runs_without_the_guard(claim_extension):
 # (batch, m, n): square, tall and wide at a lane per row's limit (32) and at the kernel's (128,
 # four rows a lane; at 128 x 128 V, or for complex128 the matrix too, in the workspace), odd and
 # tiny sizes; square up to 4 x 4 is the tiny kernel's (a thread per matrix, 128 a block: 300
-# fill three blocks).
+# fill three blocks). 1200 matrices of up to 32 rows and 15 columns or more are more than an H100
+# or H200 (132 SMs) runs at once in blocks of a warp per pair of columns (up to 8 blocks a SM):
+# a team of 16 lanes a matrix takes them, square, tall and wide, an even and an odd column count
+# (a zero column added).
 KERNEL_SHAPES = [(300, 32, 32), (300, 32, 7), (300, 5, 32), (50, 31, 31), (50, 1, 1), (50, 2, 3),
                  (50, 17, 16), (300, 2, 2), (300, 3, 3), (300, 4, 4), (20, 65, 65),
-                 (20, 128, 41), (20, 41, 128), (8, 128, 128)]
+                 (20, 128, 41), (20, 41, 128), (8, 128, 128), (1200, 32, 32), (1200, 32, 17),
+                 (1200, 16, 29), (1200, 21, 21)]
 
 
 def _kernel_inputs(rng, shape, dtype):

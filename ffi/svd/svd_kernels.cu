@@ -316,6 +316,253 @@ __global__ void __launch_bounds__(32 * max_warps(kChunks))
   if (tid == 0) info_all[blockIdx.x] = 0;
 }
 
+// Many matrices of at most 32 rows (after the transpose of a wide one) and 15 to 32 columns: a
+// team of 16 lanes (half a warp) per matrix, a lane per pair of columns, W and V' in the team's
+// part of shared memory. gesvdj_small_kernel's method, tolerances, ordering, completion of U and
+// NaN conventions. Its block of a warp per pair spends most of a round's instructions on work
+// each lane repeats (the butterfly sum of a pair's inner product, the rotation, the barrier);
+// here a lane sums its pair's inner product over the rows itself and the team's 16 rotations run
+// side by side, so a matrix takes a small fraction of the instructions. It pays where the batch
+// is larger than the GPU holds blocks of the other at once; below, a block's 16 warps finish a
+// matrix sooner. Leading dimensions odd (rows | 1, cp | 1), so that the lanes of a round, each in
+// its own columns at the same row, hit distinct banks.
+constexpr int kTeamLanes = 16;
+constexpr int kTeamMaxRows = 2 * kTeamLanes;  // cp / 2 <= 16 pairs: a lane for each
+constexpr int kTeamMinCols = 15;              // cp >= 16: half the lanes or more have a pair
+constexpr int kTeamsMax = 8;                  // teams a block
+
+struct TeamLayout {
+  int ldw, ldv;
+  size_t bytes;  // one team's W, V', sigma and rank, rounded up to 16 bytes
+};
+
+template <typename T>
+__host__ __device__ inline TeamLayout team_layout(int rows, int cp) {
+  using R = typename real_of<T>::type;
+  TeamLayout layout;
+  layout.ldw = rows | 1;
+  layout.ldv = cp | 1;
+  const size_t bytes = static_cast<size_t>(layout.ldw + layout.ldv) * cp * sizeof(T) +
+                       static_cast<size_t>(cp) * (sizeof(R) + sizeof(int));
+  layout.bytes = (bytes + 15) / 16 * 16;
+  return layout;
+}
+
+// Sums, maxima and shuffles within a team: `mask` names its 16 lanes, so that one team may run
+// more sweeps than the other half of its warp.
+template <typename V>
+__device__ inline V team_allsum(V v, unsigned mask) {
+  for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
+    v += shuffled(v, [=](auto x) { return __shfl_xor_sync(mask, x, offset); });
+  }
+  return v;
+}
+
+template <typename R>
+__device__ inline R team_max(R v, unsigned mask) {
+  for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
+    const R other = __shfl_xor_sync(mask, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kTeamsMax * kTeamLanes)
+    gesvdj_team_kernel(int64_t count, int m, int n, bool econ, const T* a_all,
+                       typename real_of<T>::type* s_all, T* u_all, T* v_all, int* info_all) {
+  using R = typename real_of<T>::type;
+  const int teams = blockDim.x / kTeamLanes, team = threadIdx.x / kTeamLanes;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * teams + team;
+  if (item >= count) return;  // the whole team: its lanes share `item`
+  const int lane = threadIdx.x % kTeamLanes;
+  const unsigned mask = 0xffffu << (threadIdx.x % 32 / kTeamLanes * kTeamLanes);
+  const bool wide = m < n, vectors = u_all != nullptr;
+  const int rows = wide ? n : m, cols = wide ? m : n, cp = cols + (cols & 1);
+  const int left_cols = econ ? cols : rows;
+  const int64_t u_cols = econ ? cols : m, v_cols = econ ? cols : n;
+  const TeamLayout layout = team_layout<T>(rows, cp);
+  const int ldw = layout.ldw, ldv = layout.ldv;
+  T* w = reinterpret_cast<T*>(dynamic_shared() + team * layout.bytes);
+  T* vr = w + ldw * cp;
+  R* sigma = reinterpret_cast<R*>(vr + ldv * cp);
+  int* rank = reinterpret_cast<int*>(sigma + cp);
+  const T* a = a_all + item * m * n;
+  R* s = s_all + item * cols;
+  T* u = vectors ? u_all + item * m * u_cols : nullptr;
+  T* v = vectors ? v_all + item * n * v_cols : nullptr;
+  auto fill_nan_team = [&](int info) {
+    const R nan = cuda::std::numeric_limits<R>::quiet_NaN();
+    for (int i = lane; i < cols; i += kTeamLanes) s[i] = nan;
+    if (vectors) {
+      for (int64_t idx = lane; idx < m * u_cols; idx += kTeamLanes) u[idx] = T(nan);
+      for (int64_t idx = lane; idx < n * v_cols; idx += kTeamLanes) v[idx] = T(nan);
+    }
+    if (lane == 0) info_all[item] = info;
+  };
+
+  R largest = 0;
+  bool finite = true;
+  for (int idx = lane; idx < rows * cp; idx += kTeamLanes) {
+    const int i = idx % rows, j = idx / rows;
+    T x = T(0);
+    if (j < cols) x = wide ? conj_of(a[j + i * m]) : a[i + j * m];
+    const R size = abs1(x);
+    finite = finite && isfinite(size);
+    largest = size > largest ? size : largest;
+    w[i + j * ldw] = x;
+  }
+  if (vectors) {
+    for (int idx = lane; idx < cp * cp; idx += kTeamLanes) {
+      vr[idx % cp + idx / cp * ldv] = T(idx % cp == idx / cp ? 1 : 0);
+    }
+  }
+  if (__any_sync(mask, !finite)) return fill_nan_team(0);
+  largest = team_max(largest, mask);
+  const int exponent = scale_exponent(largest);
+  const R scale = ldexp(R(1), -exponent);
+  for (int idx = lane; idx < rows * cp; idx += kTeamLanes) {
+    w[idx % rows + idx / rows * ldw] *= scale;
+  }
+  __syncwarp(mask);
+
+  const R eps = cuda::std::numeric_limits<R>::epsilon();
+  const R tol = 2 * sqrt(R(rows)) * eps, tol2 = tol * tol;
+  const R negligible = negligible_of(R(0)), negligible2 = negligible * negligible;
+  const R keep_norm = sqrt(negligible / tol);
+  auto norm2_of = [&](const T* col) {
+    R sum = 0;
+    for (int i = 0; i < rows; ++i) sum += abs2(col[i]);
+    return sum;
+  };
+  bool converged = false;
+  for (int sweep = 0; sweep < kMaxSweeps && !converged; ++sweep) {
+    for (int j = lane; j < cp; j += kTeamLanes) sigma[j] = norm2_of(w + j * ldw);
+    __syncwarp(mask);
+    bool rotated = false;
+    for (int round = 0; round < cp - 1; ++round) {
+      if (lane < cp / 2) {
+        int p = circle_index(lane, round, cp), q = circle_index(cp - 1 - lane, round, cp);
+        if (p > q) p ^= q, q ^= p, p ^= q;
+        T* wp = w + p * ldw;
+        T* wq = w + q * ldw;
+        T gamma = T(0);
+        for (int i = 0; i < rows; ++i) gamma += conj_of(wp[i]) * wq[i];
+        const R alpha = sigma[p], beta = sigma[q];
+        const R g2 = abs2(gamma);
+        if (g2 > tol2 * alpha * beta && g2 >= negligible2) {
+          const Rotation<T, R> r = rotation_for(alpha, beta, gamma);
+          R p2 = 0, q2 = 0;
+          for (int i = 0; i < rows; ++i) {
+            const T x = wp[i], y = wq[i];
+            const T new_p = r.c * x - r.se * y, new_q = r.s * x + r.ce * y;
+            wp[i] = new_p;
+            wq[i] = new_q;
+            p2 += abs2(new_p);
+            q2 += abs2(new_q);
+          }
+          // As gesvdj_small_kernel: the shift, unless the norm lost half of itself or more.
+          const R alpha_new = alpha - r.shift, beta_new = beta + r.shift;
+          sigma[p] = alpha_new >= R(0.5) * alpha ? alpha_new : p2;
+          sigma[q] = beta_new >= R(0.5) * beta ? beta_new : q2;
+          if (vectors) {
+            T* vp = vr + p * ldv;
+            T* vq = vr + q * ldv;
+            for (int i = 0; i < cp; ++i) {
+              const T x = vp[i], y = vq[i];
+              vp[i] = r.c * x - r.se * y;
+              vq[i] = r.s * x + r.ce * y;
+            }
+          }
+          rotated = true;
+        }
+      }
+      __syncwarp(mask);  // the round's columns are written before the next round reads them
+    }
+    converged = !__any_sync(mask, rotated);
+  }
+  if (!converged) return fill_nan_team(cols + 1);
+
+  for (int j = lane; j < cols; j += kTeamLanes) sigma[j] = sqrt(norm2_of(w + j * ldw));
+  __syncwarp(mask);
+  for (int j = lane; j < cols; j += kTeamLanes) {
+    int r = 0;
+    for (int i = 0; i < cols; ++i) r += sigma[i] > sigma[j] || (sigma[i] == sigma[j] && i < j);
+    rank[j] = r;
+    s[r] = ldexp(sigma[j], exponent);
+  }
+  __syncwarp(mask);
+  if (vectors) {
+    T* right = wide ? u : v;
+    for (int idx = lane; idx < cols * cols; idx += kTeamLanes) {
+      const int i = idx % cols, j = idx / cols;
+      right[i + static_cast<int64_t>(rank[j]) * cols] = vr[i + j * ldv];
+    }
+    T* left = wide ? v : u;
+    int kept = 0;
+    for (int j = 0; j < cols; ++j) kept += sigma[j] >= keep_norm;
+    for (int idx = lane; idx < rows * cols; idx += kTeamLanes) {
+      const int i = idx % rows, j = idx / rows;
+      if (sigma[j] >= keep_norm) {
+        left[i + static_cast<int64_t>(rank[j]) * rows] = w[i + j * ldw] / sigma[j];
+      }
+    }
+    __syncwarp(mask);  // the team's writes to `left` are visible to all of its lanes
+    // Completion as gesvdj_small_kernel's, a lane holding rows lane and lane + 16.
+    constexpr int kRowsPerLane = kTeamMaxRows / kTeamLanes;
+    for (int c = kept; c < left_cols; ++c) {
+      R room = R(-1);
+      int row = 0;
+#pragma unroll
+      for (int k = 0; k < kRowsPerLane; ++k) {
+        const int i = lane + kTeamLanes * k;
+        if (i >= rows) continue;
+        R weight = 0;
+        for (int j = 0; j < c; ++j) weight += abs2(left[i + static_cast<int64_t>(j) * rows]);
+        if (R(1) - weight > room) room = R(1) - weight, row = i;
+      }
+      for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
+        const R other_room = __shfl_xor_sync(mask, room, offset);
+        const int other_row = __shfl_xor_sync(mask, row, offset);
+        if (other_room > room || (other_room == room && other_row < row)) {
+          room = other_room, row = other_row;
+        }
+      }
+      T x[kRowsPerLane];
+#pragma unroll
+      for (int k = 0; k < kRowsPerLane; ++k) x[k] = T(lane + kTeamLanes * k == row ? 1 : 0);
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int j = 0; j < c; ++j) {
+          const T* uj = left + static_cast<int64_t>(j) * rows;
+          T dot = T(0);
+#pragma unroll
+          for (int k = 0; k < kRowsPerLane; ++k) {
+            const int i = lane + kTeamLanes * k;
+            if (i < rows) dot += conj_of(uj[i]) * x[k];
+          }
+          dot = team_allsum(dot, mask);
+#pragma unroll
+          for (int k = 0; k < kRowsPerLane; ++k) {
+            const int i = lane + kTeamLanes * k;
+            if (i < rows) x[k] -= uj[i] * dot;
+          }
+        }
+      }
+      R norm2 = 0;
+#pragma unroll
+      for (int k = 0; k < kRowsPerLane; ++k) norm2 += abs2(x[k]);
+      const R norm = sqrt(team_allsum(norm2, mask));
+#pragma unroll
+      for (int k = 0; k < kRowsPerLane; ++k) {
+        const int i = lane + kTeamLanes * k;
+        if (i < rows) left[i + static_cast<int64_t>(c) * rows] = x[k] / norm;
+      }
+      __syncwarp(mask);  // column c is written before the next column reads it
+    }
+  }
+  if (lane == 0) info_all[item] = 0;
+}
+
 // Square n <= kGesvdjTinyMaxN: a thread per matrix, W = A, V and U in registers, through the
 // stage both ways (kernel_util.cuh tiny_load). gesvdj_small_kernel's method, tolerances,
 // ordering, completion of U and NaN conventions, with the pairs in cyclic-by-row order. An index
@@ -507,6 +754,21 @@ __global__ void __launch_bounds__(kTinyThreads)
   tiny_store(u_all, me.stage, me.block, kSize);
 }
 
+// Blocks of `threads` the device runs at once, by threads alone (the SVD kernel's blocks of
+// up to 32 columns are far below any SM's shared memory); where the device does not say, the
+// block kernel throughout.
+int64_t resident_blocks(int threads) {
+  int device = 0, sms = 0, threads_per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return INT64_MAX;
+  }
+  return static_cast<int64_t>(sms) * (threads_per_sm / std::max(threads, 32));
+}
+
 }  // namespace
 
 template <typename T>
@@ -538,9 +800,25 @@ cudaError_t gesvdj_small_batched(cudaStream_t stream, int64_t count, int64_t m, 
     });
   }
   const bool vectors = u != nullptr;
+  const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
+  const int block_threads = 32 * static_cast<int>(std::min<int64_t>(cp / 2, max_warps(1)));
+  if (rows <= kTeamMaxRows && cols >= kTeamMinCols &&
+      count > resident_blocks(block_threads)) {
+    const TeamLayout layout = team_layout<D>(static_cast<int>(rows), static_cast<int>(cp));
+    // Teams a block: as many as 48 KB hold, even (whole warps), 2 to kTeamsMax.
+    const int teams =
+        std::max(2, std::min(kTeamsMax, static_cast<int>(48 * 1024 / layout.bytes) & ~1));
+    const size_t smem = teams * layout.bytes;
+    auto kernel = gesvdj_team_kernel<D>;
+    if (cudaError_t err = allow_shared(kernel, smem); err != cudaSuccess) return err;
+    kernel<<<static_cast<unsigned>((count + teams - 1) / teams), teams * kTeamLanes, smem,
+             stream>>>(count, static_cast<int>(m), static_cast<int>(n), econ,
+                       reinterpret_cast<const D*>(a), s, reinterpret_cast<D*>(u),
+                       reinterpret_cast<D*>(v), info);
+    return cudaGetLastError();
+  }
   const SvdPlace place = place_svd<D>(m, n, vectors);
   if (place.spill_elements > 0 && work == nullptr) return cudaErrorInvalidValue;
-  const int64_t rows = std::max(m, n), cols = std::min(m, n), cp = cols + (cols & 1);
   const int64_t u_size = m * (econ ? cols : m), v_size = n * (econ ? cols : n);
   const int64_t slice = spill_slice(count, place.spill_elements, sizeof(D));
   const int chunks = static_cast<int>((rows + 31) / 32);

@@ -15,7 +15,7 @@ Sizes per strategy (n; QR and SVD take n x 2n/3 matrices):
               two rows a lane), 72 (getrfBatched, potrfBatched / potrsBatched, the ?sytf2 block
               kernel), and for the QR kernels 200 (the matrix in global memory), for ldl_solve
               137 (the block solve kernel) and for the Jacobi SVD 128 (128 x 85: complex128's V
-              in the workspace)
+              in the workspace) and 32 on 1200 matrices (32 x 21, a team of 16 lanes each)
   blocked     the table's blocked_n (more than one panel), on 2 and on 5 matrices
 Plus lu_solve and ldl_solve with malformed pivots (out of range: no access out of bounds, the
 neighbours exact). Each case's dtype rotates over the op's dtypes (--all-dtypes: every one).
@@ -44,6 +44,8 @@ from test_contract import OPS, assert_matches, run_options, strategies_of  # noq
 
 SMALL, MID, LARGE = 8, 40, 72
 QR_GLOBAL_N, LDL_SOLVE_BLOCK_N, SVD_WORKSPACE_N = 200, 137, 128
+# More matrices than an H100 or H200 runs at once in the SVD kernel's blocks: its team kernel.
+SVD_TEAM_BATCH, SVD_TEAM_N = 1200, 32
 QR_FAMILY = {"qr", "qr_complete", "qr_r", "qr_raw", "householder_product", "ormqr", "qr_multiply"}
 BATCH = 3
 
@@ -69,6 +71,8 @@ def cases(op):
             if "gesvdj" in op.targets:
                 sizes.append(SVD_WORKSPACE_N)
             out += [(s, 2, (BATCH,), n) for n in sizes]
+            if "gesvdj" in op.targets:
+                out.append((s, 2, (SVD_TEAM_BATCH,), SVD_TEAM_N))
         elif s == "blocked":
             out += [(s, None, (b,), op.blocked_n) for b in (2, 5)]
     return out
