@@ -86,6 +86,75 @@ int64_t spill_slice(int64_t count, int64_t spill_elements, size_t elem_bytes) {
   return std::max<int64_t>(1, std::min(count, fit));
 }
 
+// The sum over a group of `kLanes` lanes (a warp, or a team of 16 in half of one) on each of
+// them, `mask` naming them: a butterfly, so bitwise the same on all.
+template <int kLanes, typename V>
+__device__ inline V group_allsum(V v, unsigned mask) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+    v += shuffled(v, [=](auto x) { return __shfl_xor_sync(mask, x, offset); });
+  }
+  return v;
+}
+
+// U's columns `kept` .. `last` - 1 of the rows x last column-major `left`, whose first `kept`
+// are orthonormal, completing a basis: column by column, e_i for the row i of least weight in
+// the basis so far (so 1 - that weight >= (rows - c) / rows), minus its projection onto the
+// basis, twice. By a group of kLanes lanes (mask), lane holding rows lane, lane + kLanes, ...
+// (kRowsPerLane of them); `left` written by the group before.
+template <typename T, int kLanes, int kRowsPerLane>
+__device__ void complete_basis(T* left, int rows, int kept, int last, int lane, unsigned mask) {
+  using R = typename real_of<T>::type;
+  for (int c = kept; c < last; ++c) {
+    R room = R(-1);
+    int row = 0;
+#pragma unroll
+    for (int k = 0; k < kRowsPerLane; ++k) {
+      const int i = lane + kLanes * k;
+      if (i >= rows) continue;
+      R weight = 0;
+      for (int j = 0; j < c; ++j) weight += abs2(left[i + static_cast<int64_t>(j) * rows]);
+      if (R(1) - weight > room) room = R(1) - weight, row = i;
+    }
+    for (int offset = kLanes / 2; offset > 0; offset /= 2) {  // the largest, ties to the lowest
+      const R other_room = __shfl_xor_sync(mask, room, offset);
+      const int other_row = __shfl_xor_sync(mask, row, offset);
+      if (other_room > room || (other_room == room && other_row < row)) {
+        room = other_room, row = other_row;
+      }
+    }
+    T x[kRowsPerLane];
+#pragma unroll
+    for (int k = 0; k < kRowsPerLane; ++k) x[k] = T(lane + kLanes * k == row ? 1 : 0);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int j = 0; j < c; ++j) {
+        const T* uj = left + static_cast<int64_t>(j) * rows;
+        T dot = T(0);
+#pragma unroll
+        for (int k = 0; k < kRowsPerLane; ++k) {
+          const int i = lane + kLanes * k;
+          if (i < rows) dot += conj_of(uj[i]) * x[k];
+        }
+        dot = group_allsum<kLanes>(dot, mask);
+#pragma unroll
+        for (int k = 0; k < kRowsPerLane; ++k) {
+          const int i = lane + kLanes * k;
+          if (i < rows) x[k] -= uj[i] * dot;
+        }
+      }
+    }
+    R norm2 = 0;
+#pragma unroll
+    for (int k = 0; k < kRowsPerLane; ++k) norm2 += abs2(x[k]);
+    const R norm = sqrt(group_allsum<kLanes>(norm2, mask));
+#pragma unroll
+    for (int k = 0; k < kRowsPerLane; ++k) {
+      const int i = lane + kLanes * k;
+      if (i < rows) left[i + static_cast<int64_t>(c) * rows] = x[k] / norm;
+    }
+    __syncwarp(mask);  // column c is written before the next column reads it
+  }
+}
+
 // One block per matrix. W = A, or A^H for a wide A, so that rows >= cols; A^H = U' S V'^H gives
 // A = V' S U'^H, so a wide A's U is V' and its V is U'. W (rows x cp, cp = cols rounded up to
 // even: an odd count gets a zero column that no rotation touches) and V' (cp x cp), each with
@@ -264,54 +333,7 @@ __global__ void __launch_bounds__(32 * max_warps(kChunks))
       }
     }
     __syncthreads();  // the block's writes to `left` are visible to warp 0
-    if (warp == 0) {
-      // Completion, column by column: e_i for the row i of least weight in the basis so far (so
-      // 1 - that weight >= (rows - c) / rows), minus its projection onto the basis, twice.
-      for (int c = kept; c < left_cols; ++c) {
-        R room = R(-1);
-        int row = 0;
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k) {
-          const int i = lane + 32 * k;
-          if (i >= rows) continue;
-          R weight = 0;
-          for (int j = 0; j < c; ++j) weight += abs2(left[i + static_cast<int64_t>(j) * rows]);
-          if (R(1) - weight > room) room = R(1) - weight, row = i;
-        }
-        warp_argmax(room, row);
-        row = __shfl_sync(0xffffffffu, row, 0);
-        T x[kChunks];
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k) x[k] = T(lane + 32 * k == row ? 1 : 0);
-        for (int pass = 0; pass < 2; ++pass) {
-          for (int j = 0; j < c; ++j) {
-            const T* uj = left + static_cast<int64_t>(j) * rows;
-            T dot = T(0);
-#pragma unroll
-            for (int k = 0; k < kChunks; ++k) {
-              const int i = lane + 32 * k;
-              if (i < rows) dot += conj_of(uj[i]) * x[k];
-            }
-            dot = warp_allsum(dot);
-#pragma unroll
-            for (int k = 0; k < kChunks; ++k) {
-              const int i = lane + 32 * k;
-              if (i < rows) x[k] -= uj[i] * dot;
-            }
-          }
-        }
-        R norm2 = 0;
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k) norm2 += abs2(x[k]);
-        const R norm = sqrt(warp_allsum(norm2));
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k) {
-          const int i = lane + 32 * k;
-          if (i < rows) left[i + static_cast<int64_t>(c) * rows] = x[k] / norm;
-        }
-        __syncwarp();  // column c is written before the next column reads it
-      }
-    }
+    if (warp == 0) complete_basis<T, 32, kChunks>(left, rows, kept, left_cols, lane, 0xffffffffu);
   }
   if (tid == 0) info_all[blockIdx.x] = 0;
 }
@@ -348,16 +370,8 @@ __host__ __device__ inline TeamLayout team_layout(int rows, int cp) {
   return layout;
 }
 
-// Sums, maxima and shuffles within a team: `mask` names its 16 lanes, so that one team may run
-// more sweeps than the other half of its warp.
-template <typename V>
-__device__ inline V team_allsum(V v, unsigned mask) {
-  for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
-    v += shuffled(v, [=](auto x) { return __shfl_xor_sync(mask, x, offset); });
-  }
-  return v;
-}
-
+// The largest of a team's values on each of its lanes: `mask` names its 16 lanes, so that one
+// team may run more sweeps than the other half of its warp.
 template <typename R>
 __device__ inline R team_max(R v, unsigned mask) {
   for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
@@ -508,57 +522,8 @@ __global__ void __launch_bounds__(kTeamsMax * kTeamLanes)
       }
     }
     __syncwarp(mask);  // the team's writes to `left` are visible to all of its lanes
-    // Completion as gesvdj_small_kernel's, a lane holding rows lane and lane + 16.
-    constexpr int kRowsPerLane = kTeamMaxRows / kTeamLanes;
-    for (int c = kept; c < left_cols; ++c) {
-      R room = R(-1);
-      int row = 0;
-#pragma unroll
-      for (int k = 0; k < kRowsPerLane; ++k) {
-        const int i = lane + kTeamLanes * k;
-        if (i >= rows) continue;
-        R weight = 0;
-        for (int j = 0; j < c; ++j) weight += abs2(left[i + static_cast<int64_t>(j) * rows]);
-        if (R(1) - weight > room) room = R(1) - weight, row = i;
-      }
-      for (int offset = kTeamLanes / 2; offset > 0; offset /= 2) {
-        const R other_room = __shfl_xor_sync(mask, room, offset);
-        const int other_row = __shfl_xor_sync(mask, row, offset);
-        if (other_room > room || (other_room == room && other_row < row)) {
-          room = other_room, row = other_row;
-        }
-      }
-      T x[kRowsPerLane];
-#pragma unroll
-      for (int k = 0; k < kRowsPerLane; ++k) x[k] = T(lane + kTeamLanes * k == row ? 1 : 0);
-      for (int pass = 0; pass < 2; ++pass) {
-        for (int j = 0; j < c; ++j) {
-          const T* uj = left + static_cast<int64_t>(j) * rows;
-          T dot = T(0);
-#pragma unroll
-          for (int k = 0; k < kRowsPerLane; ++k) {
-            const int i = lane + kTeamLanes * k;
-            if (i < rows) dot += conj_of(uj[i]) * x[k];
-          }
-          dot = team_allsum(dot, mask);
-#pragma unroll
-          for (int k = 0; k < kRowsPerLane; ++k) {
-            const int i = lane + kTeamLanes * k;
-            if (i < rows) x[k] -= uj[i] * dot;
-          }
-        }
-      }
-      R norm2 = 0;
-#pragma unroll
-      for (int k = 0; k < kRowsPerLane; ++k) norm2 += abs2(x[k]);
-      const R norm = sqrt(team_allsum(norm2, mask));
-#pragma unroll
-      for (int k = 0; k < kRowsPerLane; ++k) {
-        const int i = lane + kTeamLanes * k;
-        if (i < rows) left[i + static_cast<int64_t>(c) * rows] = x[k] / norm;
-      }
-      __syncwarp(mask);  // column c is written before the next column reads it
-    }
+    complete_basis<T, kTeamLanes, kTeamMaxRows / kTeamLanes>(left, rows, kept, left_cols, lane,
+                                                             mask);
   }
   if (lane == 0) info_all[item] = 0;
 }
