@@ -449,14 +449,16 @@ def _lstsq_qr(a, b, kept, fall_back, params):
     x is V S^+ U_R^H Q^H b (tall) or Q U_R S^+ V_R^H b (wide) from R = U_R S V_R^H for all."""
     m, n = a.shape[-2:]
     wide = m < n
-    q, r = _qr(mh(a) if wide else a, mode="reduced", **params)
+    if wide:
+        q, r = _qr(mh(a), mode="reduced", **params)
+    else:
+        r, c = _r_and_qhb(a, b, params["strategy"], params["lanes"])
     s = svdvals(r, **params)
     mask, s_inv = kept(s)
     if wide:
         triangular = jax.scipy.linalg.solve_triangular(r, b, trans="C", lower=False)
         x_qr = matmul(q, triangular)
     else:
-        c = matmul(mh(q), b)
         x_qr = jax.scipy.linalg.solve_triangular(r, c, lower=False)
     if not fall_back:
         return mask, s, x_qr
@@ -466,10 +468,33 @@ def _lstsq_qr(a, b, kept, fall_back, params):
         s_inv = kept(s_r)[1]
         if wide:
             return matmul(q, matmul(u_r, s_inv * matmul(vh_r, b)))
-        return matmul(mh(vh_r), s_inv * matmul(mh(u_r), matmul(mh(q), b)))
+        return matmul(mh(vh_r), s_inv * matmul(mh(u_r), c))
 
     x = lax.cond(jnp.all(mask), lambda: x_qr, minimum_norm)
     return mask, s, x
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _r_and_qhb(a, b, strategy, lanes):
+    """(R, Q^H b) of a tall or square a = Q R, without forming Q: the R factor of [a b], whose
+    first n rows are [R Q^H b] (Householder QR factors the columns in order, so a's reflectors
+    are those of a alone). Forming Q (orgqr, m x n) costs more than the QR itself; applying
+    its reflectors to b is what LAPACK's gels does."""
+    n = a.shape[-1]
+    r = _qr(jnp.concatenate([a, b], axis=-1), mode="r", strategy=strategy, lanes=lanes)
+    return r[..., :n, :n], r[..., :n, n:]
+
+
+def _r_and_qhb_formed(a, b, strategy, lanes):
+    q, r = _qr(a, mode="reduced", strategy=strategy, lanes=lanes)
+    return r, matmul(mh(q), b)
+
+
+@_r_and_qhb.defjvp
+def _r_and_qhb_jvp(strategy, lanes, primals, tangents):
+    # Through Q: [a b]'s own QR rule needs [a b] of full column rank, which fails wherever b
+    # lies in a's range (every consistent system).
+    return jax.jvp(lambda a, b: _r_and_qhb_formed(a, b, strategy, lanes), primals, tangents)
 
 
 def _is_svd_norm(ord):

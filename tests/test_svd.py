@@ -547,6 +547,19 @@ def test_batched_lstsq_auto_falls_back_only_where_rank_is_short(rng):
     assert rel_err(vmapped, x, 1) <= 1e-9
 
 
+@pytest.mark.parametrize("method", ["qr", "auto"])
+def test_tall_lstsq_by_qr_applies_q_without_forming_it(rng, method):
+    """A tall a's QR path takes Q^H b from the R of [a b]: no orgqr in the primal (forming Q of
+    64 x 1024 x 64 matrices cost more than their QR); its grads still form Q (checked above)."""
+    a = random_matrix(rng, (3, 40, 6), np.float64, "general")
+    b = random_rhs(rng, (3, 40, 2), np.float64)
+    jaxpr = str(jax.make_jaxpr(functools.partial(lstsq, method=method))(a, b))
+    assert "jcm_geqrf" in jaxpr and "jcm_orgqr" not in jaxpr
+    wide = str(jax.make_jaxpr(functools.partial(lstsq, method=method))(
+        np.swapaxes(a, -1, -2), b[:, :6]))
+    assert "jcm_orgqr" in wide  # x = Q R^-H b: a wide a's Q is applied as a matrix
+
+
 def test_batched_lstsq_bad_arguments_raise():
     a, b = np.ones((2, 5, 3)), np.ones((2, 5))
     with pytest.raises(ValueError, match="lstsq: method"):
