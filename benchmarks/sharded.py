@@ -41,7 +41,9 @@ def programs(name: str):
             ka, kb = jax.random.split(key)
             return (jax.random.normal(ka, (batch, n, n), dtype),
                     jax.random.normal(kb, (batch, n, n), dtype))
-        return (lambda a, b: bench.jcm.matmul(a, b),
+        # Both at full float32 precision, as every other op here: by default jcm.matmul, like
+        # XLA's dot on the GPU, rounds float32 operands to TF32.
+        return (lambda a, b: bench.jcm.matmul(a, b, precision="highest"),
                 lambda a, b: jnp.matmul(a, b, precision="highest"), build)
     op = bench.OPS[name]
     return (op.our_fn("auto", None), op.reference,
