@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import strategy as _strategy
+from . import settings as _config, strategy as _strategy
 from ._compat import ad
 from ._common import (as_arrays, as_matrix, batch_size, batched_eye, info_result, matmul, mh,
                       nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
@@ -352,7 +352,9 @@ def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, precision=None, 
     below rcond * the largest (default eps * max(m, n); a negative rcond: eps) count as zero,
     and x is then the minimum-norm solution.
 
-    method: "svd" (default; the SVD of a, as JAX), "qr" (full-rank problems: the Householder
+    method: "svd" (default; the SVD of a, as JAX; where a is tall and its SVD runs QR first,
+    x = V S^+ U_R^H Q^H b from the SVD of R, with Q^H b from the R of [a b] and neither Q nor U
+    formed), "qr" (full-rank problems: the Householder
     QR of a, or of a^H for a wide a, and a triangular solve; s from the SVD of R, equal to a's;
     on a rank-deficient a x is not the minimum-norm solution), or "auto": "qr" where every
     matrix of the call has full rank by those singular values, else the SVD of R (a = Q R:
@@ -419,6 +421,12 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
             return mask, jnp.where(mask, 1 / jnp.where(mask, s, 1), 0).astype(dtype)[..., None]
 
         def float64_lstsq(a, b):  # (x, mask, s) by `method`
+            if method == "svd" and m >= n and _svd_runs_qr_first(a, **params):
+                # a = Q U_R S V^H: U^H b is U_R^H Q^H b, with no Q (nor U) formed.
+                r, c = _r_and_qhb(a, b, "auto", None)
+                u_r, s, vh = svd(r, full_matrices=False, strategy="auto")
+                mask, s_inv = kept(s)
+                return matmul(mh(vh), s_inv * matmul(mh(u_r), c)), mask, s
             if method == "svd":
                 u, s, vh = svd(a, full_matrices=False, **params)
                 mask, s_inv = kept(s)
@@ -472,6 +480,16 @@ def _lstsq_qr(a, b, kept, fall_back, params):
 
     x = lax.cond(jnp.all(mask), lambda: x_qr, minimum_norm)
     return mask, s, x
+
+
+def _svd_runs_qr_first(a, strategy, lanes):
+    """Whether svd(a, strategy=strategy, lanes=lanes) would take the QR-first path (the
+    table's choice under `auto`, made here as in the lowering)."""
+    m, n = a.shape[-2:]
+    resolved, given_lanes = _config.resolve(strategy, lanes, "lstsq")
+    choice = _strategy.choose(_strategy.routine_of("svd", m, n), batch_size(a, 2), (m, n),
+                              a.dtype, resolved, given_lanes)
+    return choice.strategy == "blocked"
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))

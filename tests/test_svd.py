@@ -524,10 +524,13 @@ def test_batched_lstsq_grads_are_jax_s(rng, shape):
 
     theirs = jax.grad(loss(lambda a, b: jax.vmap(lambda a, b: jnp.linalg.lstsq(a, b)[0])(a, b)),
                       (0, 1))(a, b)
-    for method in ("svd", "qr", "auto"):
-        ours = jax.jit(jax.grad(loss(lambda a, b: lstsq(a, b, method=method)[0]), (0, 1)))(a, b)
+    oblong = max(shape[-2:]) >= 2 * min(shape[-2:])  # where the QR-first SVD can run
+    for method, strategy in (("svd", None), ("qr", None), ("auto", None),
+                             ("svd", "blocked" if oblong else None)):
+        ours = jax.jit(jax.grad(loss(lambda a, b: lstsq(a, b, method=method,
+                                                        strategy=strategy)[0]), (0, 1)))(a, b)
         for g, r in zip(ours, theirs):
-            assert rel_err(g, r) <= 1e-9, method
+            assert rel_err(g, r) <= 1e-9, (method, strategy)
 
 
 def test_batched_lstsq_auto_falls_back_only_where_rank_is_short(rng):
@@ -547,17 +550,39 @@ def test_batched_lstsq_auto_falls_back_only_where_rank_is_short(rng):
     assert rel_err(vmapped, x, 1) <= 1e-9
 
 
-@pytest.mark.parametrize("method", ["qr", "auto"])
-def test_tall_lstsq_by_qr_applies_q_without_forming_it(rng, method):
-    """A tall a's QR path takes Q^H b from the R of [a b]: no orgqr in the primal (forming Q of
-    64 x 1024 x 64 matrices cost more than their QR); its grads still form Q (checked above)."""
+@pytest.mark.parametrize("kw", [dict(method="qr"), dict(method="auto"),
+                                dict(method="svd", strategy="blocked")], ids=ids)
+def test_tall_lstsq_by_qr_applies_q_without_forming_it(rng, kw):
+    """A tall a's QR path, and the SVD where it runs QR first, take Q^H b from the R of [a b]:
+    no orgqr in the primal (forming Q of 64 x 1024 x 64 matrices cost more than their QR)."""
     a = random_matrix(rng, (3, 40, 6), np.float64, "general")
     b = random_rhs(rng, (3, 40, 2), np.float64)
-    jaxpr = str(jax.make_jaxpr(functools.partial(lstsq, method=method))(a, b))
+    jaxpr = str(jax.make_jaxpr(functools.partial(lstsq, **kw))(a, b))
     assert "jcm_geqrf" in jaxpr and "jcm_orgqr" not in jaxpr
-    wide = str(jax.make_jaxpr(functools.partial(lstsq, method=method))(
-        np.swapaxes(a, -1, -2), b[:, :6]))
-    assert "jcm_orgqr" in wide  # x = Q R^-H b: a wide a's Q is applied as a matrix
+    if kw["method"] != "svd":
+        wide = str(jax.make_jaxpr(functools.partial(lstsq, **kw))(np.swapaxes(a, -1, -2),
+                                                                   b[:, :6]))
+        assert "jcm_orgqr" in wide  # x = Q R^-H b: a wide a's Q is applied as a matrix
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=ids)
+@pytest.mark.parametrize("case", [c for c in BATCHED_LSTSQ_CASES if c[0][-2] >= 2 * c[0][-1]],
+                         ids=ids)
+def test_batched_lstsq_svd_qr_first(rng, dtype, case):
+    """method="svd" where the SVD runs QR first: x = V S^+ U_R^H Q^H b, the minimum-norm
+    solution of rank-deficient and ill-conditioned matrices as NumPy's; grads as JAX's."""
+    a_shape, b_shape = case
+    a, b = _rank_deficient_lstsq_inputs(rng, a_shape, b_shape, dtype)
+    vector = len(b_shape) in (1, len(a_shape) - 1)
+    x, resid, rank, s = jit_call(functools.partial(lstsq, strategy="blocked"), a, b)
+    x_np, rank_np, s_np = _numpy_lstsq(a, b, vector)
+    np.testing.assert_array_equal(np.asarray(rank), rank_np)
+    tol = rtol_for(dtype, max(a_shape[-2:]), 1e4)
+    assert rel_err(s, s_np, 1) <= tol
+    if x.size:
+        assert x.shape == x_np.shape and rel_err(x, x_np, 1) <= tol
+        np.testing.assert_allclose(np.asarray(resid), _residuals(a, b, x, vector),
+                                   rtol=tol, atol=tol * float(np.max(np.abs(widened(b))) ** 2))
 
 
 def test_batched_lstsq_bad_arguments_raise():
