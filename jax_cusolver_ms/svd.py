@@ -484,11 +484,17 @@ def _lstsq_qr(a, b, kept, fall_back, params):
 
 def _svd_runs_qr_first(a, strategy, lanes):
     """Whether svd(a, strategy=strategy, lanes=lanes) would take the QR-first path (the
-    table's choice under `auto`, made here as in the lowering)."""
+    table's choice under `auto`, made here as in the lowering). A strategy the shape cannot
+    take is left to svd, whose CUDA lowering names it (on the CPU, JAX's SVD runs)."""
     m, n = a.shape[-2:]
     resolved, given_lanes = _config.resolve(strategy, lanes, "lstsq")
-    choice = _strategy.choose(_strategy.routine_of("svd", m, n), batch_size(a, 2), (m, n),
-                              a.dtype, resolved, given_lanes)
+    if resolved not in ("auto", "blocked"):
+        return False
+    try:
+        choice = _strategy.choose(_strategy.routine_of("svd", m, n), batch_size(a, 2), (m, n),
+                                  a.dtype, resolved, given_lanes)
+    except ValueError:
+        return False
     return choice.strategy == "blocked"
 
 
