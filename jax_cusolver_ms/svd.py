@@ -425,12 +425,10 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
                 # a = Q U_R S V^H: U^H b is U_R^H Q^H b, with no Q (nor U) formed.
                 r, c = _r_and_qhb(a, b, "auto", None)
                 u_r, s, vh = svd(r, full_matrices=False, strategy="auto")
-                mask, s_inv = kept(s)
-                return matmul(mh(vh), s_inv * matmul(mh(u_r), c)), mask, s
+                return *_svd_solve(u_r, s, vh, c, kept), s
             if method == "svd":
                 u, s, vh = svd(a, full_matrices=False, **params)
-                mask, s_inv = kept(s)
-                return matmul(mh(vh), s_inv * matmul(mh(u), b)), mask, s
+                return *_svd_solve(u, s, vh, b, kept), s
             mask, s, x = _lstsq_qr(a, b, kept, method == "auto", params)
             return x, mask, s
 
@@ -473,13 +471,18 @@ def _lstsq_qr(a, b, kept, fall_back, params):
 
     def minimum_norm():
         u_r, s_r, vh_r = svd(r, full_matrices=False, **params)
-        s_inv = kept(s_r)[1]
         if wide:
-            return matmul(q, matmul(u_r, s_inv * matmul(vh_r, b)))
-        return matmul(mh(vh_r), s_inv * matmul(mh(u_r), c))
+            return matmul(q, matmul(u_r, kept(s_r)[1] * matmul(vh_r, b)))
+        return _svd_solve(u_r, s_r, vh_r, c, kept)[0]
 
     x = lax.cond(jnp.all(mask), lambda: x_qr, minimum_norm)
     return mask, s, x
+
+
+def _svd_solve(u, s, vh, c, kept):
+    """(V S^+ U^H c, the mask of the singular values kept) from an SVD U S V^H."""
+    mask, s_inv = kept(s)
+    return matmul(mh(vh), s_inv * matmul(mh(u), c)), mask
 
 
 def _svd_runs_qr_first(a, strategy, lanes):

@@ -570,7 +570,7 @@ def test_tall_lstsq_by_qr_applies_q_without_forming_it(rng, kw):
                          ids=ids)
 def test_batched_lstsq_svd_qr_first(rng, dtype, case):
     """method="svd" where the SVD runs QR first: x = V S^+ U_R^H Q^H b, the minimum-norm
-    solution of rank-deficient and ill-conditioned matrices as NumPy's; grads as JAX's."""
+    solution of rank-deficient and ill-conditioned matrices as NumPy's (grads: above)."""
     a_shape, b_shape = case
     a, b = _rank_deficient_lstsq_inputs(rng, a_shape, b_shape, dtype)
     vector = len(b_shape) in (1, len(a_shape) - 1)
