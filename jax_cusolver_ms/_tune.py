@@ -280,15 +280,17 @@ def over_cap(cell: Cell) -> str | None:
 def space(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
           sizes: Sequence[int] | None = None, batches: Sequence[int] | None = None,
           aspects: Sequence[float] | None = None,
-          nrhs: Sequence[int] | None = None) -> tuple[list[Cell], list[str]]:
+          nrhs: Sequence[int] | None = None,
+          square: bool = True) -> tuple[list[Cell], list[str]]:
     """The cells of the coarse pass in the order tune() measures them, and why the others of
     the space are left out (the input cap). Defaults: the module's SIZES, BATCHES (with
     SMALL_N_BATCHES up to SMALL_N_MAX), DTYPES, ASPECTS and NRHS; batches given are taken at
-    every n. Square cells come first, then the aspects in the order given, then more
-    right-hand sides, within each n and batch; n and the batch grow slowest."""
+    every n. Square cells come first (none with `square` False), then the aspects in the order
+    given, then more right-hand sides, within each n and batch; n and the batch grow slowest."""
     ops = list(ops or WORKLOADS)
     dtypes = [np.dtype(d).name for d in (dtypes or DTYPES)]
-    aspects = [1.0] + [float(a) for a in (ASPECTS if aspects is None else aspects) if a != 1]
+    aspects = [1.0] * square + [float(a) for a in (ASPECTS if aspects is None else aspects)
+                                if a != 1]
     counts = list(nrhs or NRHS)
     cells = []
     for n in sorted(set(sizes or SIZES)):
@@ -553,7 +555,7 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
          repeats: int = REPEATS, warmup: int = WARMUP, remeasure: bool = False,
          resume_from=None, progress: bool = True, *, aspects: Sequence[float] | None = None,
          nrhs: Sequence[int] | None = None, refine: bool = True,
-         refine_depth: int = REFINE_DEPTH, ship: bool = False,
+         refine_depth: int = REFINE_DEPTH, ship: bool = False, square: bool = True,
          _allow_cpu: bool = False) -> TuneResult:
     """Measures every candidate strategy on this GPU and writes the table `auto` reads.
 
@@ -561,11 +563,13 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     (default all); sizes: n, the larger dimension (default SIZES, 2 to 4096); batches: batch
     sizes (default BATCHES, and SMALL_N_BATCHES up to 10^5 where n <= SMALL_N_MAX; batches
     given are taken at every n); aspects: rows / cols besides square, for the ops that take
-    rectangular matrices (default ASPECTS; () for square only); nrhs: right-hand-side counts
-    for the solves (default NRHS); refine: measure, after the coarse pass, the midpoints between
-    neighbouring points that decide differently, to `refine_depth` levels; budget_s: wall-clock
-    budget, cells left when it runs out are reported as skipped (small n first, so a short
-    budget still covers every op); lanes: lane counts to try; path: the file to write (default
+    rectangular matrices (default ASPECTS; () for square only); square: False leaves the
+    square cells out (an oblong space where the square cells of its sizes would cost most of
+    the budget: svd of 64 x 3072 x 3072 through JAX's per-matrix loop); nrhs: right-hand-side
+    counts for the solves (default NRHS); refine: measure, after the coarse pass, the midpoints
+    between neighbouring points that decide differently, to `refine_depth` levels; budget_s:
+    wall-clock budget, cells left when it runs out are reported as skipped (small n first, so a
+    short budget still covers every op); lanes: lane counts to try; path: the file to write (default
     tables.cache_path(gpu), where `auto` looks). The file is rewritten (atomically) after every
     cell and merged with what it held for the same key; cells it already holds are not measured
     again unless `remeasure`, so an interrupted run goes on where it stopped (`resume_from`:
@@ -625,7 +629,7 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     else:
         table = _tables.read_tuned(earlier, key) or _tables.Table(gpu, f"tuned {path}", {}, key)
     run = _Run(table, path, gpu, key, lanes, repeats, warmup, remeasure, budget_s)
-    cells, left_out = space(ops, dtypes, sizes, batches, aspects, nrhs)
+    cells, left_out = space(ops, dtypes, sizes, batches, aspects, nrhs, square)
     run.skipped += left_out
     bar = _progress.progress(len(cells), f"tune {gpu}") if progress else None
     try:
@@ -683,6 +687,8 @@ def main(argv=None) -> int:
     p.add_argument("--aspects", type=_ratios, default=None,
                    help="rows/cols besides square, for qr, ormqr, householder_product (tall "
                         "only) and svd (default: " + _listed(ASPECTS) + "; 1 for square only)")
+    p.add_argument("--no-square", dest="square", action="store_false",
+                   help="only the --aspects given: no square cells")
     p.add_argument("--nrhs", type=_ints, default=None,
                    help="right-hand sides for lu_solve, cho_solve and ldl_solve (default: " +
                         ",".join(map(str, NRHS)) + ")")
@@ -716,7 +722,8 @@ def main(argv=None) -> int:
                       budget_s=args.budget_s, lanes=args.lanes, path=args.out,
                       repeats=args.repeats, remeasure=args.remeasure,
                       resume_from=args.resume_from, aspects=args.aspects, nrhs=args.nrhs,
-                      refine=args.refine, refine_depth=args.refine_depth, ship=args.ship)
+                      refine=args.refine, refine_depth=args.refine_depth, ship=args.ship,
+                      square=args.square)
     except (RuntimeError, ValueError) as exc:
         print(f"tune: {exc}", file=sys.stderr)
         return 2

@@ -302,11 +302,22 @@ def test_command_line_passes_the_space(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tune_module, "tune", fake_tune)
     assert tune_module.main(["--dtypes", "complex64,complex128", "--aspects", "1/4,16",
-                             "--nrhs", "1,8", "--no-refine", "--sizes", "8,16"]) == 0
+                             "--nrhs", "1,8", "--no-refine", "--sizes", "8,16",
+                             "--no-square"]) == 0
     assert seen["dtypes"] == ["complex64", "complex128"] and seen["aspects"] == [0.25, 16.0]
     assert seen["nrhs"] == [1, 8] and seen["refine"] is False and seen["sizes"] == [8, 16]
+    assert seen["square"] is False
     tune_module.main([])
     assert seen["refine"] is True and seen["aspects"] is None and seen["dtypes"] is None
+    assert seen["square"] is True
+
+
+def test_no_square_leaves_only_the_aspects_given():
+    with_square, _ = tune_module.space(["svd", "lu_factor"], ["float32"], [64], [4], [4, 1 / 4])
+    oblong, _ = tune_module.space(["svd", "lu_factor"], ["float32"], [64], [4], [4, 1 / 4],
+                                  square=False)
+    assert {(c.rows, c.cols) for c in with_square} == {(64, 64), (64, 16), (16, 64)}
+    assert [(c.op, c.rows, c.cols) for c in oblong] == [("svd", 64, 16), ("svd", 16, 64)]
 
 
 def test_ship_keeps_the_shipped_points_and_adds_the_missing_cells(tmp_path, monkeypatch):
