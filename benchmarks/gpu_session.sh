@@ -125,11 +125,25 @@ EOF
   # time limit still brings back every cell it finished.
   mkdir -p "$OUT/tables"
   out_table="$OUT/tables/$(basename "$table")"
-  [[ -f "$table" ]] && cp "$table" "$out_table"
-  # Several tunes, one after the other into the same table, where TUNE separates them by ";"
-  # (e.g. large batches at small n, small batches at large n, without the product of the two).
   installed=$(cd "${TMPDIR:-/tmp}" && python3 -c \
     "import jax_cusolver_ms, os; print(os.path.dirname(jax_cusolver_ms.__file__))")
+  # The repository's table, with the points an earlier tune on this warm machine installed
+  # (SKIP_BUILD=1): each call brings a fresh copy of the working tree, whose table lacks them.
+  repo_table="$PWD/$table"
+  (cd "${TMPDIR:-/tmp}" && python3 - "$repo_table" "$installed/tables/$(basename "$table")" \
+    "$out_table") <<'EOF'
+import json, pathlib, sys
+from jax_cusolver_ms import tables
+repo, installed, out = map(pathlib.Path, sys.argv[1:])
+found = [tables.Table.from_json(json.loads(p.read_text()), str(p)) for p in (repo, installed)
+         if p.exists()]
+if len(found) == 2 and found[1].gpu == found[0].gpu:  # the repository's times win
+    found = [found[1].merged(found[0], found[0].source)]
+if found:
+    tables.write_atomic(out, found[0].to_json())
+EOF
+  # Several tunes, one after the other into the same table, where TUNE separates them by ";"
+  # (e.g. large batches at small n, small batches at large n, without the product of the two).
   rc=0
   IFS=';' read -ra tunes <<< "$TUNE"
   for spec in "${tunes[@]}"; do
