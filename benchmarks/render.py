@@ -611,6 +611,15 @@ def sharded_row(row: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _run_dates(part: dict) -> str:
+    """When the rows were measured: the run's date, or each row's where they come from several
+    runs (report.merged_sharded)."""
+    dates = sorted({r["date"] for r in part["rows"] if r.get("date")})
+    if len(dates) <= 1:
+        return dates[0] if dates else part.get("environment", {}).get("date", "?")
+    return ", ".join(dates) + " (each row's in its own run)"
+
+
 def sharded_markdown(part: dict) -> str:
     """benchmarks.sharded's table: one device against the batch sharded over all."""
     count = part["devices"]
@@ -622,7 +631,7 @@ def sharded_markdown(part: dict) -> str:
     lines = [f"{env.get('gpu')} x {count} ({part.get('platform', 'gpu')}), the batch sharded over "
              f"all of them (`P('b')`), jitted; wall time of a call, median; {part['dtype']}. "
              f"Efficiency: one device's share of the batch alone on one device, over the sharded "
-             f"call (1: sharding costs nothing). {_versions(env)}; run {env.get('date', '?')}.",
+             f"call (1: sharding costs nothing). {_versions(env)}; run {_run_dates(part)}.",
              "", head, "|" + "---|" * 11]
     lines += [sharded_row(r) for r in part["rows"]]
     return "\n".join(lines) + "\n"

@@ -407,6 +407,24 @@ def matmul_part(env: dict, run_args: dict, rows: list[dict], total: int) -> dict
             "summary": render.round_floats(render.summarize_matmul(rows), 5), "cells": rows}
 
 
+def merged_sharded(parts: list[dict]) -> dict:
+    """benchmarks.sharded's parts as one: the last part's devices and environment, and the rows
+    of all, a later part's row replacing an earlier one of the same op, batch, n and dtype.
+    Each row keeps the date of the run that measured it. Parts of another device count are
+    left out: their speed-ups are not comparable."""
+    last = parts[-1]
+    rows = {}
+    for part in parts:
+        if part["devices"] != last["devices"]:
+            continue
+        date = part.get("environment", {}).get("date")
+        for row in part["rows"]:
+            key = (row["op"], row["batch"], row["n"], row.get("dtype"))
+            rows.pop(key, None)
+            rows[key] = {"date": date, **row} if date and "date" not in row else row
+    return dict(last, rows=sorted(rows.values(), key=lambda r: r["batch"]))
+
+
 def random_part(env: dict, run_args: dict, entries: list[dict]) -> dict:
     """The random part: its draw's arguments (count, seed, ...), the summary (render's
     summarize_random) and every shape measured, in the order drawn."""
@@ -916,7 +934,7 @@ def render_files(args) -> int:
         doc["oblong"] = oblong_part(oblongs[-1]["environment"], last, list(merged.values()))
     shardeds = [p for k, p in parts if k == "sharded"]
     if shardeds:
-        doc["sharded"] = shardeds[-1]
+        doc["sharded"] = merged_sharded(shardeds)
     out, _ = _out(args, gpu, measuring=False)
     finish(doc, out, args, args.headline)
     print(f"# wrote {out}: report.json, report.md" + (", figures/" if doc["figures"] else "")

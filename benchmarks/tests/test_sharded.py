@@ -37,3 +37,22 @@ def test_sharded_benchmark_measures_one_device_against_four(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads((out / "report.json").read_text())["sharded"]["devices"] == 4
     assert "## A sharded batch: one device against 4" in (out / "report.md").read_text()
+
+
+def _part(date, devices, rows):
+    return {"environment": {"date": date}, "devices": devices, "platform": "gpu",
+            "dtype": "float32", "rows": [dict(op=op, batch=b, n=n, dtype="float32", ms=ms)
+                                         for op, b, n, ms in rows]}
+
+
+def test_render_merges_the_rows_of_several_sharded_runs():
+    from benchmarks import render, report
+    first = _part("d1", 2, [("lu_factor", 128, 1024, 1.0), ("eigh", 128, 512, 2.0)])
+    second = _part("d2", 2, [("eigh", 128, 512, 3.0), ("eigh", 512, 512, 4.0)])
+    other_count = _part("d3", 4, [("lu_factor", 128, 1024, 9.0)])
+    merged = report.merged_sharded([other_count, first, second])
+    assert [(r["op"], r["batch"], r["ms"], r["date"]) for r in merged["rows"]] == [
+        ("lu_factor", 128, 1.0, "d1"), ("eigh", 128, 3.0, "d2"), ("eigh", 512, 4.0, "d2")]
+    assert merged["devices"] == 2 and merged["environment"]["date"] == "d2"
+    assert render._run_dates(merged) == "d1, d2 (each row's in its own run)"
+    assert render._run_dates(second) == "d2"
