@@ -568,6 +568,33 @@ def test_a_models_own_partial_table_is_laid_over_the_stand_in(tmp_path):
     assert {(p.batch, p.n) for p in alone.entries[("getrf", "float32")]} == {common, own_only}
 
 
+def test_the_stand_in_gives_no_point_within_a_column_the_model_measured(tmp_path):
+    arch = {"compute_capability": "9.0", "sm_count": 132}
+    # The model's own column at n = 64 spans batches 16 to 256; the stand-in's points at 64
+    # (between them) and 16 (at one of them, with a candidate the model did not time) would
+    # decide calls there with another GPU's times. At batch 4 and 1024 (beyond the model's
+    # range) and at n = 128 (a column the model has none of) the stand-in still answers.
+    stand_in = make_table([(4, 64, {"xla": 2.0, "looped:4": 1.0}),
+                           (16, 64, {"xla": 9.0, "looped:8": 3.0}),
+                           (64, 64, {"xla": 12.0, "looped:8": 4.0}),
+                           (1024, 64, {"xla": 90.0, "looped:8": 30.0}),
+                           (64, 128, {"xla": 20.0, "looped:8": 5.0})])
+    own = make_table([(16, 64, {"xla": 9.5, "batched:1": 0.6}),
+                      (256, 64, {"xla": 60.0, "batched:1": 1.2})])
+    for name, gpu, table in (("a.json", H100, stand_in), ("b.json", "NVIDIA H200", own)):
+        (tmp_path / name).write_text(json.dumps({**table.to_json(), "gpu": gpu, "arch": arch}))
+    merged = tables.read_shipped("NVIDIA H200", tmp_path, arch=arch)
+    times = {(p.batch, p.n): p.times_ms for p in merged.entries[("getrf", "float32")]}
+    assert times == {(4, 64): {"xla": 2.0, "looped:4": 1.0},
+                     (16, 64): {"xla": 9.5, "batched:1": 0.6},
+                     (256, 64): {"xla": 60.0, "batched:1": 1.2},
+                     (1024, 64): {"xla": 90.0, "looped:8": 30.0},
+                     (64, 128): {"xla": 20.0, "looped:8": 5.0}}
+    # A call between the model's points is decided by them alone.
+    estimate = merged.estimate("getrf", "float32", 64, 64)
+    assert estimate.best == "batched:1" and "16x64, 256x64" in estimate.basis
+
+
 def test_this_machine_loads_a_stand_in_table_for_the_same_processor(monkeypatch):
     monkeypatch.setattr(tables, "gpu_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(tables, "gpu_arch", lambda: {"compute_capability": "9.0",
