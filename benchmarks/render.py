@@ -258,14 +258,22 @@ def cell_name(cell: dict) -> str:
     return f"{cell['op']} {cell['dtype']} {cell['batch']}x{cell['n']}"
 
 
-def failures(cells: list[dict]) -> list[str]:
-    """One line per failure; the same error message in several places is listed once."""
+# The implementations timed beside ours whose failures are theirs (PyTorch's eigh of 10^6 3 x 3
+# matrices asks for 250 GB): listed apart, and no failure of the run.
+PEERS = ("torch",)
+
+
+def failures(cells: list[dict], peers: bool = False) -> list[str]:
+    """One line per failure of this package, JAX or the runner (with `peers`, of PEERS only
+    instead); the same error message in several places is listed once."""
     wrong, errors = [], {}
     for c in cells:
         where = cell_name(c)
-        if c.get("status") == "error" and "note" in c and not c["impls"]:
+        if c.get("status") == "error" and "note" in c and not c["impls"] and not peers:
             errors.setdefault(c["note"].splitlines()[0][:300], []).append(where)
         for name, r in c["impls"].items():
+            if (name in PEERS) != peers:
+                continue
             if "failed" in r:
                 message = (r["failed"].splitlines() or [""])[0][:300]
                 errors.setdefault(message, []).append(f"{where} {name}")
@@ -759,6 +767,10 @@ def report_markdown(doc: dict, figures: dict, plot_note: str | None, headline=()
         notes = failures(square["cells"])
         if notes:
             lines += ["## Failures", ""] + [f"- {n}" for n in notes] + [""]
+        notes = failures(square["cells"], peers=True)
+        if notes:
+            lines += ["## Failures of the peers (not this package's)", ""] + \
+                [f"- {n}" for n in notes] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -779,6 +791,10 @@ def brief(doc: dict) -> str:
         lines += ["  " + line for line in loops_lines(square["summary"], bold="")]
         for line in failures(cells)[:10]:
             lines.append("  " + line[:160])
+        peers = failures(cells, peers=True)
+        if peers:
+            lines.append(f"  and {len(peers)} failures of the peers (not ours), the first: "
+                         + peers[0][:120])
     mm = doc.get("matmul")
     if mm:
         s = mm["summary"]

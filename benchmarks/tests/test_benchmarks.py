@@ -796,3 +796,16 @@ def test_an_oblong_sweep_gets_a_time_against_ratio_figure(tmp_path):
     assert render._plot_oblong_ratios(two_ratios, str(tmp_path), plt) is None
     figures = render.plot([], [], str(tmp_path), plt, "NVIDIA H200", two_ratios + [cell("svd", 8)])
     assert figures["oblong"] == ["oblong_ratio.png"] and (tmp_path / "oblong_ratio.png").exists()
+
+
+def test_a_peers_failure_is_listed_apart_and_fails_no_run():
+    from benchmarks import render
+    cells = [{"op": "eigh", "dtype": "float32", "batch": 1000000, "n": 3,
+              "impls": {"jax": {"median_ms": 1.0}, "auto": {"median_ms": 0.5},
+                        "torch": {"failed": "OutOfMemoryError: CUDA out of memory"}}},
+             {"op": "svd", "dtype": "float32", "batch": 4, "n": 8,
+              "impls": {"auto": {"failed": "RuntimeError: boom"}}}]
+    assert render.failures(cells) == ["ERROR svd float32 4x8 auto: RuntimeError: boom"]
+    assert render.failures(cells, peers=True) == [
+        "ERROR eigh float32 1000000x3 torch: OutOfMemoryError: CUDA out of memory"]
+    assert render.failures(cells[:1]) == []
