@@ -357,8 +357,10 @@ def lstsq(a, b, rcond=None, *, method="svd", numpy_resid=False, precision=None, 
     formed), "qr" (full-rank problems: the Householder
     QR of a, or of a^H for a wide a, and a triangular solve; s from the SVD of R, equal to a's;
     on a rank-deficient a x is not the minimum-norm solution), or "auto": "qr" where every
-    matrix of the call has full rank by those singular values, else the SVD of R (a = Q R:
-    the same minimum-norm solution, from a k x k SVD). Differentiable (by composition).
+    matrix of the call is shown to have full rank without the SVD (||R||_F ||R^-1||_F <=
+    1 / (2 rcond)), else the SVD of R (a = Q R: the same minimum-norm solution, from a k x k
+    SVD); s and rank still come from the SVD of R, which XLA drops where they are not used.
+    Differentiable (by composition).
     numpy_resid=True (2-D a only, not under jit): NumPy's empty residuals where it has them.
 
     precision="mixed" (float64 / complex128): x from a float32 / complex64 QR refined to float64
@@ -429,7 +431,7 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
             if method == "svd":
                 u, s, vh = svd(a, full_matrices=False, **params)
                 return *_svd_solve(u, s, vh, b, kept), s
-            mask, s, x = _lstsq_qr(a, b, kept, method == "auto", params)
+            mask, s, x = _lstsq_qr(a, b, kept, rcond if method == "auto" else None, params)
             return x, mask, s
 
         if precision == "mixed":
@@ -448,11 +450,13 @@ def _lstsq(op, a, b, rcond, method, numpy_resid, precision, params, max_iteratio
     return x, resid, rank, s, iterations, fell_back
 
 
-def _lstsq_qr(a, b, kept, fall_back, params):
+def _lstsq_qr(a, b, kept, fall_back_rcond, params):
     """lstsq's "qr" and "auto" methods: (mask of the singular values kept, s, x). A tall a
     (m >= n) is Q R and x = R^-1 Q^H b; a wide one is R^H Q^H (the QR of a^H) and x = Q R^-H b,
-    the minimum-norm solution. With `fall_back`, where some matrix's rank is short of min(m, n)
-    x is V S^+ U_R^H Q^H b (tall) or Q U_R S^+ V_R^H b (wide) from R = U_R S V_R^H for all."""
+    the minimum-norm solution. With `fall_back_rcond` ("auto"), unless every matrix of the call
+    is shown to have full rank by it (_full_rank_shown), x is V S^+ U_R^H Q^H b (tall) or
+    Q U_R S^+ V_R^H b (wide) from R = U_R S V_R^H for all: the minimum-norm solution, which
+    for a matrix of full rank after all is x's QR solution up to rounding."""
     m, n = a.shape[-2:]
     wide = m < n
     if wide:
@@ -466,7 +470,7 @@ def _lstsq_qr(a, b, kept, fall_back, params):
         x_qr = matmul(q, triangular)
     else:
         x_qr = jax.scipy.linalg.solve_triangular(r, c, lower=False)
-    if not fall_back:
+    if fall_back_rcond is None:
         return mask, s, x_qr
 
     def minimum_norm():
@@ -475,8 +479,30 @@ def _lstsq_qr(a, b, kept, fall_back, params):
             return matmul(q, matmul(u_r, kept(s_r)[1] * matmul(vh_r, b)))
         return _svd_solve(u_r, s_r, vh_r, c, kept)[0]
 
-    x = lax.cond(jnp.all(mask), lambda: x_qr, minimum_norm)
+    # Decided without s, so that a caller who keeps x alone (lstsq(...)[0]) has no SVD but in
+    # the fallback: XLA drops the singular values nothing uses.
+    x = lax.cond(jnp.all(_full_rank_shown(r, fall_back_rcond)), lambda: x_qr, minimum_norm)
     return mask, s, x
+
+
+def _full_rank_shown(r, rcond):
+    """Per matrix, whether every singular value of the triangular r is at least rcond times the
+    largest, shown without the singular values: ||R||_F ||R^-1||_F >= sigma_max / sigma_min,
+    so ||R||_F ||R^-1||_F <= 1 / rcond is enough; asked with a factor of 2 to spare for the
+    rounding of R^-1 near that bound (in all, up to 2n times more than the singular values
+    ask). False where R^-1 is not finite (a zero pivot, NaN or Inf in r): those take the SVD.
+    r is scaled by its largest entry first, so that R^-1 of a tiny r does not overflow."""
+    n = r.shape[-1]
+    largest = jnp.max(jnp.abs(r), axis=(-2, -1), keepdims=True)
+    scaled = r / jnp.where(largest > 0, largest, 1).astype(r.dtype)
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=r.dtype), r.shape)
+    inverse = lax.linalg.triangular_solve(scaled, eye, left_side=True, lower=False)
+
+    def frobenius(x):
+        return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1)))
+
+    bound = frobenius(scaled) * frobenius(inverse)
+    return 2 * bound * jnp.asarray(rcond, bound.dtype) <= 1
 
 
 def _svd_solve(u, s, vh, c, kept):

@@ -550,6 +550,50 @@ def test_batched_lstsq_auto_falls_back_only_where_rank_is_short(rng):
     assert rel_err(vmapped, x, 1) <= 1e-9
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=ids)
+def test_full_rank_is_shown_only_where_the_singular_values_keep_all(rng, dtype):
+    """lstsq "auto"'s test of full rank without the SVD: sound (where it says so, every
+    singular value is above rcond times the largest) over condition numbers from 1 to beyond
+    1 / rcond, on tiny and huge scales; never for a singular, NaN or Inf R."""
+    from jax_cusolver_ms.svd import _full_rank_shown
+    n, count = 6, 40
+    rcond = float(np.finfo(dtype).eps) * 40
+    u = np.linalg.qr(random_matrix(rng, (count, n, n), dtype))[0]
+    v = np.linalg.qr(random_matrix(rng, (count, n, n), dtype))[0]
+    conds = np.logspace(0, np.log10(10 / rcond), count)
+    s = np.stack([np.logspace(0, -np.log10(c), n) for c in conds])
+    r = np.linalg.qr((u * s[:, None, :].astype(dtype)) @ v.conj().swapaxes(-1, -2))[1]
+    shown = np.asarray(_full_rank_shown(r, rcond))
+    s_r = np.linalg.svd(r.astype(np.complex128), compute_uv=False)
+    all_kept = np.all(s_r >= rcond * s_r[:, :1], axis=-1)
+    assert not np.any(shown & ~all_kept)
+    assert shown[conds < 1 / (2 * n * rcond)].all() and not shown[conds > 1 / rcond].any()
+    for scale in (1e-30, 1e30):
+        assert np.asarray(_full_rank_shown(r[:4] * dtype(scale), rcond)).all()
+    bad = np.array(r[:3])
+    bad[0, -1, -1] = 0
+    bad[1, 0, 1] = np.nan
+    bad[2, 2, 2] = np.inf
+    assert not np.asarray(_full_rank_shown(bad, rcond)).any()
+
+
+def test_lstsq_auto_keeping_x_alone_runs_no_svd_but_the_fallback(rng):
+    """lstsq(method="auto")'s choice of the QR solution needs no singular values: where the
+    caller keeps x alone, XLA drops them, and the one SVD left is the fallback's."""
+    import re
+    a = random_matrix(rng, (3, 10, 4), np.float64, "general")
+    b = random_rhs(rng, (3, 10, 2), np.float64)
+
+    def svd_calls(fn):
+        text = jax.jit(fn).lower(a, b).compile().as_text()
+        return sum(bool(re.search("gesvd|gesdd", t))
+                   for t in re.findall(r'custom_call_target="([^"]+)"', text))
+
+    whole = svd_calls(lambda a, b: lstsq(a, b, method="auto"))
+    alone = svd_calls(lambda a, b: lstsq(a, b, method="auto")[0])
+    assert alone == whole - 1 >= 1
+
+
 @pytest.mark.parametrize("kw", [dict(method="qr"), dict(method="auto"),
                                 dict(method="svd", strategy="blocked")], ids=ids)
 def test_tall_lstsq_by_qr_applies_q_without_forming_it(rng, kw):
