@@ -477,6 +477,13 @@ def _lstsq(a, b, **kw):
     return jcm.lstsq(a, b, **kw)  # any batch, one call
 
 
+def _solution_of(lstsq_fn):
+    """lstsq_fn keeping x alone (as a 1-tuple, the place the error function reads it from)."""
+    def solution(a, b, **kw):
+        return (lstsq_fn(a, b, **kw)[0],)
+    return solution
+
+
 _SVD_QR = jax.lax.linalg.SvdAlgorithm.QR
 
 
@@ -587,6 +594,11 @@ OPS = {
         # inputs' do), against JAX's SVD and PyTorch's QR (gels, its only CUDA driver).
         Op("lstsq_auto", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,
            ours=functools.partial(_lstsq, method="auto"), routine="lstsq"),
+        # The solution alone, as PyTorch's gels gives it: "auto" decides from R without its
+        # SVD, which XLA then drops (JAX's lstsq solves through the SVD whatever is kept).
+        Op("lstsq_auto_x", _solution_of(_jax_lstsq), "linalg.lstsq", _least_squares,
+           _lstsq_error, ours=_solution_of(functools.partial(_lstsq, method="auto")),
+           routine="lstsq"),
         # lstsq(precision="mixed") (float64 only): a float32 QR refined to float64 accuracy,
         # against JAX's float64 SVD least squares.
         Op("lstsq_mixed", _jax_lstsq, "linalg.lstsq", _least_squares, _lstsq_error,

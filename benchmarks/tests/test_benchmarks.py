@@ -809,3 +809,14 @@ def test_a_peers_failure_is_listed_apart_and_fails_no_run():
     assert render.failures(cells, peers=True) == [
         "ERROR eigh float32 1000000x3 torch: OutOfMemoryError: CUDA out of memory"]
     assert render.failures(cells[:1]) == []
+
+
+def test_lstsq_auto_x_times_the_solution_alone_and_checks_it():
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["lstsq_auto_x"], "float32", 4, 8, args, None, seed=0,
+                          rows=32, nrhs=1)
+    assert cell["status"] == "ok" and cell["impls"]["jcm:auto"]["ok"] is True
+    a, b = bench.OPS["lstsq_auto_x"].build(jax.random.key(0), 2, 8, "float32", rows=16)[0]
+    (x,) = bench.OPS["lstsq_auto_x"].our_fn("auto", None)(a, b)
+    assert a.shape == (2, 16, 8) and x.shape == (2, 8, 1)
