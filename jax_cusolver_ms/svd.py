@@ -497,11 +497,7 @@ def _full_rank_shown(r, rcond):
     scaled = r / jnp.where(largest > 0, largest, 1).astype(r.dtype)
     eye = jnp.broadcast_to(jnp.eye(n, dtype=r.dtype), r.shape)
     inverse = lax.linalg.triangular_solve(scaled, eye, left_side=True, lower=False)
-
-    def frobenius(x):
-        return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1)))
-
-    bound = frobenius(scaled) * frobenius(inverse)
+    bound = jnp.linalg.norm(scaled, axis=(-2, -1)) * jnp.linalg.norm(inverse, axis=(-2, -1))
     return 2 * bound * jnp.asarray(rcond, bound.dtype) <= 1
 
 
