@@ -306,7 +306,8 @@ def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dic
 def oblong_shapes(spec: dict) -> list[dict]:
     """The oblong part's cells: its `cells` ([op, dtype, batch, m, n]), then its sweep's (each
     op at m = n * ratio), as {op, dtype, batch, m, n, nrhs}; nrhs 1 for lstsq, None for the
-    ops without right-hand sides. A ValueError names what is wrong."""
+    ops without right-hand sides; a sweep's shape that is also a cell once. A ValueError names
+    what is wrong."""
     if set(spec) - _OBLONG_KEYS:
         raise ValueError(f"unknown oblong keys {sorted(set(spec) - _OBLONG_KEYS)}")
     shapes = []
@@ -329,7 +330,12 @@ def oblong_shapes(spec: dict) -> list[dict]:
         if shape["dtype"] not in bench.DTYPES:
             raise ValueError(f"unknown oblong dtype {shape['dtype']!r}")
         shape["nrhs"] = 1 if shape["op"].startswith("lstsq") else None
-    return shapes
+    # Once each: a repeated shape would be measured once and its earlier cell (--resume) kept
+    # beside the new one.
+    once = {}
+    for shape in shapes:
+        once.setdefault(_oblong_key(shape), shape)
+    return list(once.values())
 
 
 def _oblong_key(cell: dict) -> tuple:

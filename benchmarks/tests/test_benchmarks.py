@@ -724,14 +724,14 @@ def test_tiny_section_times_each_batch_and_the_rate_against_the_peak():
 def test_oblong_cells_and_sweep_expand_and_bad_ones_are_refused():
     report = importlib.import_module("benchmarks.report")
     shapes = report.oblong_shapes({
-        "cells": [["svd", "float32", 300, 900, 100]],
+        "cells": [["svd", "float32", 300, 900, 100], ["qr", "float64", 4, 2048, 64]],
         "sweep": {"ops": ["lstsq", "qr"], "dtype": "float64", "batch": 4, "n": 64,
                   "ratios": [0.125, 1, 32]}})
     assert shapes[0] == {"op": "svd", "dtype": "float32", "batch": 300, "m": 900, "n": 100,
                          "nrhs": None}
-    assert [(s["op"], s["m"], s["nrhs"]) for s in shapes[1:]] == [
-        ("lstsq", 8, 1), ("lstsq", 64, 1), ("lstsq", 2048, 1), ("qr", 8, None), ("qr", 64, None),
-        ("qr", 2048, None)]
+    assert [(s["op"], s["m"], s["nrhs"]) for s in shapes[1:]] == [  # qr 4x2048x64 once
+        ("qr", 2048, None), ("lstsq", 8, 1), ("lstsq", 64, 1), ("lstsq", 2048, 1),
+        ("qr", 8, None), ("qr", 64, None)]
     for bad, match in (({"cells": [["svd", "float32", 3, 9]]}, "op, dtype, batch, m, n"),
                        ({"cells": [["nope", "float32", 3, 9, 3]]}, "unknown oblong op"),
                        ({"cells": [["svd", "float16", 3, 9, 3]]}, "dtype"),
