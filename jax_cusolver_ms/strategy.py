@@ -256,8 +256,8 @@ class Choice:
     # Which rule decided: "measured win" (the points around the call agree a candidate beats
     # JAX by the margin), "no agreement" (they do not: JAX's lowering), "outside measured"
     # (nothing measured around the call: JAX's lowering), "fastest measured" (JAX's lowering
-    # is no candidate), "carried to a larger batch" (a measured win beyond the largest batch
-    # measured, where JAX's lowering loops per matrix), "heuristic" (routines JAX has no
+    # is no candidate), "carried to a larger batch" (a win measured at a smaller batch that
+    # holds by bounds on the times at the call's), "heuristic" (routines JAX has no
     # lowering of, or lanes given, where no table answers), "closed form" (det of n <= 3),
     # "limits", "user" or "no extension".
     rule: str = ""

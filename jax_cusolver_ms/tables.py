@@ -11,9 +11,12 @@ sides of the call, along every axis, agree that another candidate beats JAX by a
 they do not agree it takes JAX's lowering, and a call outside the measured range along any axis
 gets no answer from the table (strategy.choose then takes JAX's lowering too). Nothing is
 extrapolated, with one exception that follows from how JAX runs the call: beyond the largest
-measured batch, where JAX's lowering makes one library call per matrix (_jax_lowering.py), its
-time grows in proportion to the batch and no candidate's grows faster, so the decision measured
-at that batch stands (rule CARRIED). Where the points around a call straddle JAX's switch from
+measured batch, where JAX's lowering runs the call's batch as it runs a measured one
+(_jax_lowering.py), the times there bound those at the call. Where it makes one library call
+per matrix its time grows in proportion to the batch and no candidate's grows faster; where it
+makes one batched call its time does not shrink with the batch, and a candidate's grows at most
+by the number of measured batches the call holds. A win by those bounds stands (rule CARRIED).
+Where the points around a call straddle JAX's switch from
 a batched call to a far slower loop (svd between n = 32 and 64), a candidate must beat JAX only
 at the points where JAX loops as at the call. Elsewhere off the measured space `auto` cannot
 lose by more than its guard around JAX's call.
@@ -153,7 +156,7 @@ AGREED = "measured win"        # a candidate beats JAX by the margin at every po
 DISAGREED = "no agreement"     # the points around the call do not all say so: JAX's lowering
 OUTSIDE = "outside measured"   # the call is not bracketed by measurements: no answer here
 FASTEST = "fastest measured"   # JAX's lowering is no candidate: the fastest interpolated
-CARRIED = "carried to a larger batch"  # a win at a smaller batch where JAX loops per matrix
+CARRIED = "carried to a larger batch"  # a win at a smaller batch, by bounds (_carried_batch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,23 +220,32 @@ def bracket(points, coords: Mapping, axes=AXES):
 
 def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
     """Where bracket() finds no points for a call because none of its batch or larger brackets
-    the other coordinates: the largest smaller measured batch whose points do, if JAX's lowering
-    loops per matrix both there and at the call's batch. JAX's time is then the per-matrix time
-    times the batch, and every candidate's grows at most as fast (a batch run in two halves takes
-    no longer than the halves), so a win over JAX measured there holds at the call: returns
-    (points and weights at that batch, the batch), else None; None too where JAX's lowering is
-    not a candidate, or not measured at each of those points (the argument compares with it)."""
+    the other coordinates: the largest smaller measured batch whose points do and where JAX's
+    lowering runs the batch as at the call, with the factors that bound the times at the call
+    from the times there. Where JAX loops per matrix at both, its time is the per-matrix time
+    times the batch, and no candidate's grows faster (a batch run in two halves takes no longer
+    than the halves): every time scales with the batch. Where it makes one batched call at both
+    (from a batch of two up), its time at the smaller batch is a lower bound (more matrices are
+    no less work), and a candidate's at most its time there times the number of such batches the
+    call holds, rounded up. Either way a win over JAX by those bounds holds at the call: returns
+    (points and weights at that batch, the batch, the candidates' factor, JAX's factor), else
+    None; None too where JAX's lowering is not a candidate, or not measured at each of those
+    points (the argument compares with it)."""
     if routine not in _jax_lowering.RULES or not allowed(XLA):
         return None
     batch, n, itemsize = coords["batch"], coords["n"], np.dtype(dtype).itemsize
-    if not _jax_lowering.loops_per_matrix(routine, batch, n, itemsize):
-        return None
+    loops = _jax_lowering.loops_per_matrix(routine, batch, n, itemsize)
     for smaller in sorted({p.batch for p in points if p.batch < batch}, reverse=True):
-        if not _jax_lowering.loops_per_matrix(routine, smaller, n, itemsize):
+        if _jax_lowering.loops_per_matrix(routine, smaller, n, itemsize) != loops or (
+                not loops and smaller < 2):
             continue
         around, _ = bracket(points, dict(coords, batch=smaller))
         if around is not None:
-            return (around, smaller) if all(XLA in p.times_ms for p, _ in around) else None
+            if not all(XLA in p.times_ms for p, _ in around):
+                return None
+            if loops:
+                return around, smaller, batch / smaller, batch / smaller
+            return around, smaller, float(math.ceil(batch / smaller)), 1.0
     return None
 
 
@@ -400,8 +412,9 @@ class Table:
         points, and of those the fastest (times interpolated in log space; within MARGIN the
         simplest). Otherwise JAX's lowering (rule DISAGREED); a call outside the measured range
         along any axis gets no answer (best None, rule OUTSIDE), except a batch beyond the
-        measured where JAX's lowering loops per matrix: there the points at a smaller batch
-        decide (_carried_batch; rule CARRIED where a candidate wins). At a call where JAX's
+        measured that JAX's lowering runs as a measured smaller one: there that batch's points
+        decide by bounds on the times (_carried_batch; rule CARRIED where a candidate wins).
+        At a call where JAX's
         lowering loops per matrix, points where it makes one far faster batched call instead
         (_across_jax_switch) need not be beaten, and JAX's time is the looping points'. Where
         JAX's lowering is not a candidate (no lowering of its own, or lanes asked for), the
@@ -412,24 +425,30 @@ class Table:
         coords = {"nrhs": max(int(nrhs), 1), "aspect": float(aspect), "batch": max(batch, 1),
                   "n": max(n, 1)}
         around, why = bracket(points, coords)
-        carried, scale = "", 1.0
+        carried, scale, xla_scale = "", 1.0, 1.0
         if around is None:
             found = _carried_batch(routine, dtype, points, coords, allowed)
             if found is None:
                 return Estimate(None, (), f"{why}: nothing measured on that side of the call",
                                 OUTSIDE)
-            around, smaller = found
-            scale = coords["batch"] / smaller
-            carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering makes "
-                       f"one {routine} call per matrix: the times at batch {smaller}, "
-                       f"x{scale:.3g}; ")
+            around, smaller, scale, xla_scale = found
+            if scale == xla_scale:
+                carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering "
+                           f"makes one {routine} call per matrix: the times at batch {smaller}, "
+                           f"x{scale:.3g}; ")
+            else:
+                carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering "
+                           f"makes one batched {routine} call: the times at batch {smaller}, "
+                           f"JAX's as they are (a lower bound), the others' x{scale:.3g} (an "
+                           f"upper bound); ")
         names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
         times, at = {}, {}
         for c in names:
             ts = [(p, w, p.time(c)) for p, w in around]
             if all(t is not None for _, _, t in ts):
-                at[c] = [(p, t) for p, _, t in ts]
-                times[c] = scale * _log_mean([(w, t) for _, w, t in ts])
+                factor = xla_scale if c == XLA else scale
+                at[c] = [(p, factor * t) for p, _, t in ts]
+                times[c] = factor * _log_mean([(w, t) for _, w, t in ts])
         if not times:
             return None
         cells = sorted({p.key for p, _ in around})
@@ -438,8 +457,8 @@ class Table:
         switched = _across_jax_switch(routine, dtype, coords, around) if XLA in at else set()
         if switched:
             # JAX's time at the call: the points' where it loops as there (their weights > 0).
-            times[XLA] = scale * _log_mean([(w, p.time(XLA)) for p, w in around
-                                            if p.key not in switched])
+            times[XLA] = xla_scale * _log_mean([(w, p.time(XLA)) for p, w in around
+                                                if p.key not in switched])
             basis += (f"; JAX's own is one batched {routine} call at "
                       + ", ".join(_point_name(k) for k in sorted(switched))
                       + " and one call per matrix at the call: compared where it loops")

@@ -86,20 +86,22 @@ def test_outside_the_measured_range_there_is_no_answer():
     # any axis and the table does not answer; `auto` then takes JAX's own lowering.
     table = make_table(crossing_grid())
     assert table.estimate("getrf", "float32", 64, 1024).best == "looped:8"
-    for batch, n, axis in [(65, 1024, "batch"), (64, 1025, "n"), (4, 63, "n"), (3, 128, "batch")]:
+    # (A larger batch has bounds of its own: the tests of carried batches below.)
+    for batch, n, axis in [(64, 1025, "n"), (4, 63, "n"), (3, 128, "batch")]:
         est = table.estimate("getrf", "float32", batch, n)
         assert est.best is None and est.rule == tables.OUTSIDE and est.basis.startswith(axis)
     with tables.using(table):
-        plan = strategy.choose("getrf", 1024, (1024, 1024), "float32")
+        plan = strategy.choose("getrf", 64, (2048, 2048), "float32")
     assert (plan.strategy, plan.source, plan.rule) == ("xla", "unmeasured", tables.OUTSIDE)
-    assert "batch 1024 beyond the measured (largest 64)" in plan.reason
+    assert "n 2048 beyond the measured (largest 1024)" in plan.reason
 
 
 def test_outside_names_the_nearest_measured_slice_that_falls_short():
     # Batch 64 measured up to n 1024, batch 256 up to n 256 only.
     table = make_table(crossing_grid(batches=(64,)) + crossing_grid(
         batches=(256,), sizes=(64, 128, 256)))
-    est = table.estimate("getrf", "float32", 128, 512)
+    # (JAX's lowering not a candidate: nothing carried from batch 64.)
+    est = table.estimate("getrf", "float32", 128, 512, allowed=lambda c: c != "xla")
     assert est.rule == tables.OUTSIDE
     assert est.basis.startswith("at batch 256: n 512 beyond the measured (largest 256)")
     est = table.estimate("getrf", "float32", 64, 2048)  # the call's own batch: no "at"
@@ -137,15 +139,34 @@ def test_a_batch_is_carried_from_the_largest_one_that_brackets_the_call():
     assert est.rule == tables.CARRIED and "the times at batch 256, x7.81" in est.basis
 
 
-def test_nothing_carries_where_jax_runs_the_batch_in_one_call():
-    # gesvdj up to n = 32 is JAX's gesvdjBatched; getrf is getrfBatched where n // batch <= 128:
-    # JAX's time need not grow with the batch there, so beyond the measured: no answer.
-    table = make_table(svd_grid(sizes=(16, 32)), routine="gesvdj")
-    est = table.estimate("gesvdj", "float32", 1024, 24)
-    assert est.best is None and est.rule == tables.OUTSIDE
+def test_a_win_carries_by_bounds_where_jax_runs_one_batched_call():
+    # getrf at n 1024 from batch 64 up is JAX's getrfBatched (1024 // 64 <= 128): its time at
+    # batch 64 bounds its time at 65 from below, a candidate's at 64 doubled bounds its own from
+    # above (two calls of 64 hold 65).
     table = make_table(crossing_grid())
-    assert table.estimate("getrf", "float32", 65, 1024).rule == tables.OUTSIDE
-    # ... nor below the smallest batch, nor beyond the largest n.
+    est = table.estimate("getrf", "float32", 65, 1024)
+    assert est.best == "looped:8" and est.rule == tables.CARRIED
+    assert "makes one batched getrf call: the times at batch 64" in est.basis
+    at_64, times = dict(table.estimate("getrf", "float32", 64, 1024).times_ms), dict(est.times_ms)
+    assert times["xla"] == pytest.approx(at_64["xla"], rel=1e-9)
+    assert times["looped:8"] == pytest.approx(2 * at_64["looped:8"], rel=1e-9)
+    # batched:1 beats JAX by 1.2x at n 128: not by the factor 2 the bounds cost.
+    est = table.estimate("getrf", "float32", 65, 128)
+    assert est.best == "xla" and est.rule == tables.DISAGREED
+    # looped:8 beats JAX by 19.2x at n 1024: carried to 10 times the batch, not to 25 times.
+    assert table.estimate("getrf", "float32", 640, 1024).best == "looped:8"
+    assert table.estimate("getrf", "float32", 64 * 25, 1024).best == "xla"
+
+
+def test_nothing_carries_across_a_change_of_jax_lowering():
+    # At batch 4, n 1024 JAX loops (1024 // 4 > 128); at 16 it makes one getrfBatched call,
+    # whose time the loop's says nothing about.
+    table = make_table(crossing_grid(batches=(4,)))
+    assert table.estimate("getrf", "float32", 16, 1024).rule == tables.OUTSIDE
+    # A batch of one is one gesvdj call, gesvdjBatched from two up (n <= 32): another routine.
+    table = make_table(svd_grid(batches=(1,), sizes=(16, 32)), routine="gesvdj")
+    assert table.estimate("gesvdj", "float32", 1024, 24).rule == tables.OUTSIDE
+    # ... and nothing below the smallest batch, nor beyond the largest n.
     table = make_table(svd_grid(), routine="gesvdj")
     for batch, n in [(8, 100), (512, 129)]:
         assert table.estimate("gesvdj", "float32", batch, n).rule == tables.OUTSIDE
@@ -239,8 +260,8 @@ def test_refined_points_bracket_within_each_slice():
                         (64, 2048, win)])
     est = table.estimate("getrf", "float32", 8, 1024)
     assert est.basis.startswith("interpolated between 4x512, 4x2048, 64x512, 64x2048")
-    # ... and where none outward can, the call is outside.
-    assert table.estimate("getrf", "float32", 100, 1024).best is None
+    # ... and where none outward can, the call is outside (but for a carried batch).
+    assert table.estimate("getrf", "float32", 100, 1024, lambda c: c != "xla").best is None
 
 
 @pytest.mark.parametrize("axis,inside,outside", [("nrhs", 8, 128), ("aspect", 2.0, 0.5)])
@@ -473,11 +494,16 @@ def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
                         assert point.time(estimate.best) <= point.times_ms["xla"]
                     # Off JAX's lowering only where every point around the call agrees.
                     if estimate.best != "xla":
-                        around, _ = tables.bracket(table.entries[("getrf", "float32")],
-                                                   dict(nrhs=1, aspect=1.0, batch=b, n=n))
+                        points = table.entries[("getrf", "float32")]
+                        coords = dict(nrhs=1, aspect=1.0, batch=b, n=n)
+                        around, _ = tables.bracket(points, coords)
+                        scale = xla_scale = 1.0
+                        if around is None:  # carried from a smaller batch, by its bounds
+                            around, _, scale, xla_scale = tables._carried_batch(
+                                "getrf", "float32", points, coords, lambda c: True)
                         for point, _ in around:
-                            assert point.time(estimate.best) * (1 + tables.MARGIN) < \
-                                point.times_ms["xla"]
+                            assert scale * point.time(estimate.best) * (1 + tables.MARGIN) < \
+                                xla_scale * point.times_ms["xla"]
 
 
 def test_the_choice_is_deterministic(rng):
