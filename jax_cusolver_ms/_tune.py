@@ -64,7 +64,11 @@ BATCHES = (1, 4, 16, 64, 256, 1024)
 SMALL_N_BATCHES = (4096, 16384, 100000)
 SMALL_N_MAX = 32
 DTYPES = ("float32", "float64", "complex64", "complex128")
-ASPECTS = (1 / 16, 1 / 4, 4, 16)  # rows / cols, besides square, where the op takes them
+# rows / cols, besides square, where the op takes them. 2 is where the QR-first SVD starts
+# (strategy "blocked" for m >= 2n), 64 the data-fitting problems of many more rows than columns:
+# `auto` takes JAX's lowering beyond the aspects measured and decides between them only where
+# the points on both sides agree.
+ASPECTS = (1 / 64, 1 / 16, 1 / 4, 1 / 2, 2, 4, 16, 64)
 NRHS = (1, 8, 64)  # right-hand sides, for the solves
 # A rectangular cell's smaller side is at least this. One column is a call users make (least
 # squares on one regressor, a vector's norm), and the points of one column bracket the calls near

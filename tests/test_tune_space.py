@@ -57,9 +57,9 @@ def test_aspects_only_for_the_qr_and_svd_routines(default_space):
         aspects[c.routine].add(c.aspect)
     for routine, found in aspects.items():
         if routine == "orgqr":  # householder_product takes m >= n only
-            assert found == {1, 4, 16}
+            assert found == {1, 2, 4, 16, 64}
         elif routine in RECTANGULAR:
-            assert found == {1 / 16, 1 / 4, 1, 4, 16}, routine
+            assert found == {1 / 64, 1 / 16, 1 / 4, 1 / 2, 1, 2, 4, 16, 64}, routine
         else:
             assert found == {1}, routine
     # n is the larger dimension, the smaller side never under MIN_SIDE.
