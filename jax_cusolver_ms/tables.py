@@ -240,11 +240,16 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
                 not loops and smaller < 2):
             continue
         around, _ = bracket(points, dict(coords, batch=smaller))
-        if around is not None:
-            if not all(XLA in p.times_ms for p, _ in around):
-                return None
-            if loops:
-                return around, smaller, batch / smaller, batch / smaller
+        if around is None:
+            continue
+        if not all(XLA in p.times_ms for p, _ in around):
+            return None
+        if loops:
+            return around, smaller, batch / smaller, batch / smaller
+        # JAX's time bounds the call's only where it is the same batched call (getrf at batch
+        # 16 loops from n = 2064 up).
+        if not any(_jax_lowering.loops_per_matrix(routine, p.batch, p.n, itemsize)
+                   for p, _ in around):
             return around, smaller, float(math.ceil(batch / smaller)), 1.0
     return None
 

@@ -163,6 +163,10 @@ def test_nothing_carries_across_a_change_of_jax_lowering():
     # whose time the loop's says nothing about.
     table = make_table(crossing_grid(batches=(4,)))
     assert table.estimate("getrf", "float32", 16, 1024).rule == tables.OUTSIDE
+    # ... nor from points around the call where it loops: at batch 16 from n 2064 up, while at
+    # batch 32 and n 2048 it is one getrfBatched call.
+    table = make_table(crossing_grid(batches=(4, 16), sizes=(1024, 4096)))
+    assert table.estimate("getrf", "float32", 32, 2048).rule == tables.OUTSIDE
     # A batch of one is one gesvdj call, gesvdjBatched from two up (n <= 32): another routine.
     table = make_table(svd_grid(batches=(1,), sizes=(16, 32)), routine="gesvdj")
     assert table.estimate("gesvdj", "float32", 1024, 24).rule == tables.OUTSIDE
