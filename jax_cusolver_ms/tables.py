@@ -16,10 +16,10 @@ measured batch, where JAX's lowering runs the call's batch as it runs a measured
 per matrix its time grows in proportion to the batch and no candidate's grows faster; where it
 makes one batched call its time does not shrink with the batch, and a candidate's grows at most
 by the number of measured batches the call holds. A win by those bounds stands (rule CARRIED).
-Where the points around a call straddle JAX's switch from
-a batched call to a far slower loop (svd between n = 32 and 64), a candidate must beat JAX only
-at the points where JAX loops as at the call. Elsewhere off the measured space `auto` cannot
-lose by more than its guard around JAX's call.
+Where the points around a call straddle JAX's switch from a batched call to a far slower loop
+(svd between n = 32 and 64), a candidate must beat JAX only at the points where JAX loops as at
+the call. Elsewhere off the measured space `auto` cannot lose by more than its guard around
+JAX's call.
 
 Where tables come from, in the order they are consulted:
   1. the user's tuned table (`jax_cusolver_ms.tune`), one file per GPU in the cache folder,
@@ -419,11 +419,10 @@ class Table:
         along any axis gets no answer (best None, rule OUTSIDE), except a batch beyond the
         measured that JAX's lowering runs as a measured smaller one: there that batch's points
         decide by bounds on the times (_carried_batch; rule CARRIED where a candidate wins).
-        At a call where JAX's
-        lowering loops per matrix, points where it makes one far faster batched call instead
-        (_across_jax_switch) need not be beaten, and JAX's time is the looping points'. Where
-        JAX's lowering is not a candidate (no lowering of its own, or lanes asked for), the
-        fastest interpolated, within the measured range only."""
+        At a call where JAX's lowering loops per matrix, points where it makes one far faster
+        batched call instead (_across_jax_switch) need not be beaten, and JAX's time is the
+        looping points'. Where JAX's lowering is not a candidate (no lowering of its own, or
+        lanes asked for), the fastest interpolated, within the measured range only."""
         points = self.entries.get((routine, dtype))
         if not points:
             return None
