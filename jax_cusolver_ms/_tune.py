@@ -51,7 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi, _primitive, _progress, strategy as _strategy, tables as _tables
+from . import _ffi, _jax_lowering, _primitive, _progress, strategy as _strategy
+from . import tables as _tables
 from . import timing as _timing
 from ._common import batched_eye
 
@@ -405,21 +406,28 @@ def _per_matrix(candidate: str) -> bool:
 def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: int, seed: int,
                   slow: dict, skipped: list, dominated: dict | None = None) -> dict[str, float]:
     """{candidate: median ms} for one cell. `slow` maps (op, dtype, candidate) to the cells
-    where one call took over MAX_CALL_S: such a candidate is not measured at cells at least as
-    large in every dimension. `dominated` maps (op, dtype, rows, cols, nrhs, candidate) to the
-    batch from which a per-matrix candidate is left out (DOMINATED_FACTOR)."""
+    where one call took over MAX_CALL_S, with its time there: such a candidate is not measured
+    at cells at least as large in every dimension; for JAX's own, that time stands in as a
+    lower bound where its lowering runs both cells alike (_xla_lower_bound). `dominated` maps
+    (op, dtype, rows, cols, nrhs, candidate) to the batch from which a per-matrix candidate is
+    left out (DOMINATED_FACTOR)."""
     dominated = {} if dominated is None else dominated
     inputs = jax.block_until_ready(workload.build(jax.random.key(seed), cell.batch, cell.rows,
                                                   cell.cols, cell.nrhs, cell.dtype))
-    fns = {}
+    fns, bounds = {}, {}
     for name, (strategy, count) in candidates(cell, lanes,
                                               with_xla=workload.reference is not None).items():
-        too_slow = [c for c in slow.get((cell.op, cell.dtype, name), ())
+        too_slow = [(c, ms) for c, ms in slow.get((cell.op, cell.dtype, name), ())
                     if cell.batch >= c.batch and cell.rows >= c.rows and cell.cols >= c.cols
                     and cell.nrhs >= c.nrhs]
         if too_slow:
+            at = too_slow[0][0]
+            bound = _xla_lower_bound(cell, too_slow) if name == _tables.XLA else None
+            kept = "" if bound is None else f"; {bound:.4g} ms kept as a lower bound"
             skipped.append(f"{cell} {name}: one call took over {MAX_CALL_S:g} s at "
-                           f"{too_slow[0].batch}x{too_slow[0].rows}x{too_slow[0].cols}")
+                           f"{at.batch}x{at.rows}x{at.cols}{kept}")
+            if bound is not None:
+                bounds[name] = bound
             continue
         lost_at = dominated.get((cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name))
         if lost_at is not None and cell.batch >= lost_at:
@@ -443,13 +451,32 @@ def _measure_cell(workload: Workload, cell: Cell, lanes, repeats: int, warmup: i
             skipped.append(f"{cell} {name}: failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         if call_s > MAX_CALL_S:
-            slow.setdefault((cell.op, cell.dtype, name), []).append(cell)
+            slow.setdefault((cell.op, cell.dtype, name), []).append((cell, times[name]))
     best = min(times.values(), default=None)
     for name, ms in times.items():
         if _per_matrix(name) and ms > DOMINATED_FACTOR * best:
             dominated.setdefault((cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name),
                                  cell.batch)
-    return times
+    return {**times, **bounds} if times else {}
+
+
+def _xla_lower_bound(cell: Cell, too_slow) -> float | None:
+    """JAX's time at `cell` bounded from below by its times at smaller cells (`too_slow`: (cell,
+    ms), each no larger in any dimension) where one call took over MAX_CALL_S, or None. More
+    matrices or larger ones are no less work for the same program, so the bound holds where
+    JAX's lowering makes the same kind of call at both (_jax_lowering: one per matrix, or one
+    for the batch) of the same routine. `auto` takes a candidate only where it beats JAX's time
+    at every point around a call (tables.Table.estimate): without a time there, JAX's own would
+    run exactly where it is slowest (orgqr float32 of 16 2048 x 2048 matrices, H100 table: JAX
+    20.3 s, 8 lanes 37.8 ms)."""
+    routine = cell.routine
+    if routine not in _jax_lowering.RULES:
+        return None
+    itemsize = np.dtype(cell.dtype).itemsize
+    loops = _jax_lowering.loops_per_matrix(routine, cell.batch, cell.n, itemsize)
+    same = [ms for c, ms in too_slow if c.routine == routine
+            and _jax_lowering.loops_per_matrix(routine, c.batch, c.n, itemsize) == loops]
+    return max(same, default=None)
 
 
 class _Run:
@@ -579,7 +606,8 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     again unless `remeasure`, so an interrupted run goes on where it stopped (`resume_from`:
     another file of the same key to go on from, written to `path`). A candidate whose single
     call took more than MAX_CALL_S at a cell is not measured at larger cells of the same op and
-    dtype. `ship`: `path` is a table shipped with the package (jax_cusolver_ms/tables/<gpu>.json):
+    dtype; JAX's own time there stays as a lower bound where its lowering runs them alike
+    (_xla_lower_bound). `ship`: `path` is a table shipped with the package (jax_cusolver_ms/tables/<gpu>.json):
     its points are kept whatever versions measured them, and the cells it lacks are added.
     Returns the table, the path, the cells (or candidates) skipped with the reason and the
     refinement's cells.

@@ -899,6 +899,35 @@ def test_tune_leaves_out_a_candidate_beyond_a_too_slow_call(tmp_path, monkeypatc
     assert all("2x16" in s and "took over 20 s at 2x8" in s for s in result.skipped)
 
 
+def test_a_too_slow_jax_call_leaves_its_time_as_a_lower_bound(tmp_path, monkeypatch):
+    # JAX's own takes 30 s a call (25 s on the device), the others a millisecond: at the larger
+    # cell JAX is not run again, its time at the smaller one kept as a lower bound, where its
+    # lowering runs both alike (potrfBatched: one call for the batch), so that the others can
+    # win there; with no bound, JAX's own would run where it is slowest.
+    def timed(workload):
+        return lambda fn, inputs, *a: (25e3, 30.0) if fn is workload.reference else (1.0, 1e-3)
+
+    monkeypatch.setattr(tune_module, "_median_ms", timed(tune_module.WORKLOADS["cholesky"]))
+    result = jcm.tune(ops=["cholesky"], dtypes=["float32"], sizes=[8, 16], batches=[2],
+                      lanes=(2,), path=tmp_path / "t.json", progress=False, _allow_cpu=True)
+    points = {p.n: p.times_ms for p in result.table.entries[("potrf", "float32")]}
+    assert points[16]["xla"] == 25e3 and points[16]["batched:1"] == 1.0
+    assert result.skipped == ["cholesky float32 2x16x16 xla: one call took over 20 s at 2x8x8; "
+                              "2.5e+04 ms kept as a lower bound"]
+    with tables.using(result.table):
+        assert strategy.choose("potrf", 2, (12, 12), "float32").strategy != "xla"
+    # geqrf of 2 matrices is geqrfBatched at n 256 (256 // 2 <= 128), a geqrf per matrix at
+    # 512: another program, whose time the batched call's does not bound.
+    monkeypatch.setattr(tune_module, "_median_ms", timed(tune_module.WORKLOADS["qr"]))
+    result = jcm.tune(ops=["qr"], dtypes=["float32"], sizes=[256, 512], batches=[2], aspects=(),
+                      lanes=(2,), path=tmp_path / "q.json", progress=False, _allow_cpu=True,
+                      refine=False)
+    points = {p.n: p.times_ms for p in result.table.entries[("geqrf", "float32")]}
+    assert "xla" in points[256] and "xla" not in points[512] and points[512]
+    assert any("2x512x512 xla: one call took over 20 s at 2x256x256" in s and "bound" not in s
+               for s in result.skipped)
+
+
 def test_tune_within_budget_lists_what_it_left(tmp_path):
     result = jcm.tune(ops=["lu_factor", "cholesky"], dtypes=["float32"], sizes=[8, 16],
                       batches=[2], budget_s=0, path=tmp_path / "t.json", progress=False,
