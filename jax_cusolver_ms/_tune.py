@@ -465,7 +465,7 @@ def _xla_lower_bound(cell: Cell, too_slow) -> float | None:
     ms), each no larger in any dimension) where one call took over MAX_CALL_S, or None. More
     matrices or larger ones are no less work for the same program, so the bound holds where
     JAX's lowering makes the same kind of call at both (_jax_lowering: one per matrix, or one
-    for the batch) of the same routine. `auto` takes a candidate only where it beats JAX's time
+    for the batch, a batch of one being a call of its own) of the same routine. `auto` takes a candidate only where it beats JAX's time
     at every point around a call (tables.Table.estimate): without a time there, JAX's own would
     run exactly where it is slowest (orgqr float32 of 16 2048 x 2048 matrices, H100 table: JAX
     20.3 s, 8 lanes 37.8 ms)."""
@@ -474,8 +474,9 @@ def _xla_lower_bound(cell: Cell, too_slow) -> float | None:
         return None
     itemsize = np.dtype(cell.dtype).itemsize
     loops = _jax_lowering.loops_per_matrix(routine, cell.batch, cell.n, itemsize)
-    same = [ms for c, ms in too_slow if c.routine == routine
-            and _jax_lowering.loops_per_matrix(routine, c.batch, c.n, itemsize) == loops]
+    same = [ms for c, ms in too_slow if c.routine == routine and (c.batch == 1) == (
+        cell.batch == 1) and _jax_lowering.loops_per_matrix(routine, c.batch, c.n, itemsize)
+        == loops]
     return max(same, default=None)
 
 
@@ -607,8 +608,9 @@ def tune(ops: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
     another file of the same key to go on from, written to `path`). A candidate whose single
     call took more than MAX_CALL_S at a cell is not measured at larger cells of the same op and
     dtype; JAX's own time there stays as a lower bound where its lowering runs them alike
-    (_xla_lower_bound). `ship`: `path` is a table shipped with the package (jax_cusolver_ms/tables/<gpu>.json):
-    its points are kept whatever versions measured them, and the cells it lacks are added.
+    (_xla_lower_bound). `ship`: `path` is a table shipped with the package
+    (jax_cusolver_ms/tables/<gpu>.json): its points are kept whatever versions measured them,
+    and the cells it lacks are added.
     Returns the table, the path, the cells (or candidates) skipped with the reason and the
     refinement's cells.
 

@@ -926,6 +926,12 @@ def test_a_too_slow_jax_call_leaves_its_time_as_a_lower_bound(tmp_path, monkeypa
     assert "xla" in points[256] and "xla" not in points[512] and points[512]
     assert any("2x512x512 xla: one call took over 20 s at 2x256x256" in s and "bound" not in s
                for s in result.skipped)
+    # ... nor does a batch of one (one geqrf) bound a batch of two (geqrfBatched).
+    result = jcm.tune(ops=["qr"], dtypes=["float32"], sizes=[8], batches=[1, 2], aspects=(),
+                      lanes=(2,), path=tmp_path / "b.json", progress=False, _allow_cpu=True,
+                      refine=False)
+    points = {p.batch: p.times_ms for p in result.table.entries[("geqrf", "float32")]}
+    assert "xla" in points[1] and "xla" not in points[2] and points[2]
 
 
 def test_tune_within_budget_lists_what_it_left(tmp_path):
