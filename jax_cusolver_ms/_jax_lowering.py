@@ -85,3 +85,13 @@ def loops_per_matrix(routine: str, batch: int, n: int, itemsize: int) -> bool:
     larger dimension is n (of `itemsize` bytes an element) makes one library call per matrix.
     A batch of one is never looping: it is one call either way."""
     return batch > 1 and RULES[routine](batch, n, itemsize)
+
+
+def same_call(routine: str, batch: int, n: int, other_batch: int, other_n: int,
+              itemsize: int) -> bool:
+    """Whether JAX's own lowering of `routine` runs `batch` matrices of n and `other_batch` of
+    other_n alike: one library call per matrix at both, or one call for the whole batch at both,
+    a batch of one (the routine's non-batched call) only like another batch of one."""
+    return (batch == 1) == (other_batch == 1) and (
+        loops_per_matrix(routine, batch, n, itemsize)
+        == loops_per_matrix(routine, other_batch, other_n, itemsize))

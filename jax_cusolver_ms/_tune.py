@@ -464,19 +464,17 @@ def _xla_lower_bound(cell: Cell, too_slow) -> float | None:
     """JAX's time at `cell` bounded from below by its times at smaller cells (`too_slow`: (cell,
     ms), each no larger in any dimension) where one call took over MAX_CALL_S, or None. More
     matrices or larger ones are no less work for the same program, so the bound holds where
-    JAX's lowering makes the same kind of call at both (_jax_lowering: one per matrix, or one
-    for the batch, a batch of one being a call of its own) of the same routine. `auto` takes a candidate only where it beats JAX's time
-    at every point around a call (tables.Table.estimate): without a time there, JAX's own would
-    run exactly where it is slowest (orgqr float32 of 16 2048 x 2048 matrices, H100 table: JAX
-    20.3 s, 8 lanes 37.8 ms)."""
+    JAX's lowering runs both alike (_jax_lowering.same_call) for the same routine. `auto` takes
+    a candidate only where it beats JAX's time at every point around a call
+    (tables.Table.estimate): without a time there, JAX's own would run exactly where it is
+    slowest (orgqr float32 of 16 2048 x 2048 matrices, H100 table: JAX 20.3 s, 8 lanes
+    37.8 ms)."""
     routine = cell.routine
     if routine not in _jax_lowering.RULES:
         return None
     itemsize = np.dtype(cell.dtype).itemsize
-    loops = _jax_lowering.loops_per_matrix(routine, cell.batch, cell.n, itemsize)
-    same = [ms for c, ms in too_slow if c.routine == routine and (c.batch == 1) == (
-        cell.batch == 1) and _jax_lowering.loops_per_matrix(routine, c.batch, c.n, itemsize)
-        == loops]
+    same = [ms for c, ms in too_slow if c.routine == routine and _jax_lowering.same_call(
+        routine, cell.batch, cell.n, c.batch, c.n, itemsize)]
     return max(same, default=None)
 
 

@@ -236,8 +236,7 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
     batch, n, itemsize = coords["batch"], coords["n"], np.dtype(dtype).itemsize
     loops = _jax_lowering.loops_per_matrix(routine, batch, n, itemsize)
     for smaller in sorted({p.batch for p in points if p.batch < batch}, reverse=True):
-        if _jax_lowering.loops_per_matrix(routine, smaller, n, itemsize) != loops or (
-                not loops and smaller < 2):
+        if not _jax_lowering.same_call(routine, batch, n, smaller, n, itemsize):
             continue
         around, _ = bracket(points, dict(coords, batch=smaller))
         if around is None:
@@ -248,8 +247,8 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
             return around, smaller, batch / smaller, batch / smaller
         # JAX's time bounds the call's only where it is the same batched call (getrf at batch
         # 16 loops from n = 2064 up).
-        if not any(_jax_lowering.loops_per_matrix(routine, p.batch, p.n, itemsize)
-                   for p, _ in around):
+        if all(_jax_lowering.same_call(routine, batch, n, p.batch, p.n, itemsize)
+               for p, _ in around):
             return around, smaller, float(math.ceil(batch / smaller)), 1.0
     return None
 
