@@ -205,8 +205,13 @@ def _stale(cell: dict, args, bench_args) -> bool:
     or lane count for it (a new table, or new rules: its time is no longer auto's), or, with
     --redo-below R, when its speed-up over JAX was under R, or with --redo-ops, when its op is
     one of those (a change the plan does not show), between --redo-min-n and --redo-max-n and
-    at --redo-batches if given."""
+    at --redo-batches if given, or with --redo-missing, when it has no time for a strategy this
+    run measures (a column added to the grid since: the cell is measured whole again, so that
+    its columns stay side by side from one run)."""
     if cell.get("status") == "error":
+        return True
+    if (getattr(args, "redo_missing", False) and cell.get("status") == "ok"
+            and any(f"jcm:{spec}" not in cell["impls"] for spec in bench_args.strategies)):
         return True
     if (cell["op"] in (getattr(args, "redo_ops", None) or ())
             and cell["n"] <= (getattr(args, "redo_max_n", None) or cell["n"])
@@ -560,6 +565,9 @@ def parse_args(argv=None):
     r.add_argument("--redo-below", type=float, default=None, metavar="R",
                    help="with --resume: measure again the cells whose speed-up over JAX was "
                         "under R (cells whose auto plan changed are measured again anyway)")
+    r.add_argument("--redo-missing", action="store_true",
+                   help="with --resume: measure again the cells that lack a strategy of "
+                        "--strategies (e.g. the enabled column)")
     r.add_argument("--redo-ops", type=bench._list, default=None, metavar="OPS",
                    help="with --resume: measure again every cell of these ops")
     r.add_argument("--redo-max-n", type=int, default=None, metavar="N",

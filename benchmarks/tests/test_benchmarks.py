@@ -236,6 +236,40 @@ def test_report_resume_measures_again_cells_whose_plan_changed_or_were_slow(monk
         assert ran == expected  # 4x64: auto picks lanes now; 4x32: 0.8x before; --redo-ops
 
 
+def test_report_resume_redo_missing_measures_cells_without_a_column(monkeypatch):
+    report = importlib.import_module("benchmarks.report")
+    ran = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        ran.append(n)
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": 1.0},
+                          "jcm:enabled": {"median_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report.bench, "auto_plan", lambda *a, **k: {"strategy": "xla"})
+    monkeypatch.setattr(report.bench, "first_operand_shape", lambda op, d, b, n: (b, n, n))
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+
+    def earlier(n, impls, status="ok"):
+        return {"op": "lu_factor", "dtype": "float32", "batch": 4, "n": n, "status": status,
+                "explain": {"strategy": "xla", "lanes": 1},
+                "impls": {"jax": {"median_ms": 1.0}, **impls}}
+
+    done = [earlier(16, {"jcm:auto": {"median_ms": 1.0}}),
+            earlier(32, {"jcm:auto": {"median_ms": 1.0}, "jcm:enabled": {"failed": "x"}}),
+            earlier(64, {"jcm:auto": {"median_ms": 1.0}}, status="skipped")]
+    bench_args = type("B", (), dict(seed=0, strategies=["auto", "enabled"]))()
+    for redo_missing, expected in [(False, []), (True, [16])]:
+        ran.clear()
+        args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[4],
+                                     sizes=[16, 32, 64], jax_limit_s=20.0,
+                                     redo_missing=redo_missing))()
+        cells = report.run_grid(args, bench_args, None, lambda c, t: None, done)
+        assert ran == expected  # 32 has its enabled column (failed); 64 was skipped
+        assert all("jcm:enabled" in c["impls"] for c in cells[:1]) == redo_missing
+
+
 def test_bench_skips_a_cell_whose_first_jax_call_is_over_the_limit():
     bench = importlib.import_module("benchmarks.bench")
     args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "1e-9", "--no-torch"])
