@@ -4,7 +4,7 @@ Semantics follow jax.numpy.linalg.eig / eigvals and jax.lax.linalg.eig: complex 
 real input too, eigenvectors normalised as LAPACK's geev (unit 2-norm, largest-magnitude
 component real), NaN in every matrix whose solver failed. On CUDA the right eigenvectors come
 from cusolverDnXgeev on the lanes (JAX runs the same routine one matrix after another on one
-stream). cuSOLVER computes no left eigenvectors: asking for them runs JAX's own implementation
+stream), or for n <= 4 from this project's kernel, a thread per matrix (strategy "batched"). cuSOLVER computes no left eigenvectors: asking for them runs JAX's own implementation
 (LAPACK on the host), as jax.lax.linalg.eig does on GPU.
 """
 from __future__ import annotations
@@ -63,19 +63,28 @@ def _geev_jax(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
                                compute_right_eigenvectors=compute_right_eigenvectors))
 
 
-def _geev_cuda(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
-               enable_eigvec_derivs, strategy, lanes):
-    params = dict(compute_left_eigenvectors=compute_left_eigenvectors,
-                  compute_right_eigenvectors=compute_right_eigenvectors,
-                  enable_eigvec_derivs=enable_eigvec_derivs, strategy=strategy, lanes=lanes)
+def _geev_cuda(a, **params):
     n = a.shape[-1]
-    choice = _strategy.choose("geev", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
-    if compute_left_eigenvectors or not choice.uses_ffi:
+    choice = _strategy.choose("geev", batch_size(a, 2), (n, n), a.dtype, params["strategy"],
+                              params["lanes"])
+    if choice.runs_small_kernel and not params["compute_left_eigenvectors"]:
+        # The tiny kernel writes NaN itself for a matrix holding NaN / Inf or not converged,
+        # and touches no other: neither guard nor mask, one launch in all.
+        return _geev_ffi(a, choice, params["compute_right_eigenvectors"], mask=False)
+    return nan_for_nonfinite_input(_geev_guarded)(a, choice, **params)
+
+
+def _geev_guarded(a, choice, **params):
+    if params["compute_left_eigenvectors"] or not choice.uses_ffi:
         return _geev_jax(a, **params)
-    right = bool(compute_right_eigenvectors)
-    batch = a.shape[:-2]
+    return _geev_ffi(a, choice, params["compute_right_eigenvectors"])
+
+
+def _geev_ffi(a, choice, right, mask=True):
+    """The FFI call: [w] + [vr if right], complex; `mask`: NaN where info says geev failed."""
+    right = bool(right)
     # Without right eigenvectors the vr result is an empty placeholder.
-    vr_shape = a.shape if right else batch + (0, 0)
+    vr_shape = a.shape if right else a.shape[:-2] + (0, 0)
     _, w, vr, info = ffi_solver_call(
         "jcm_geev", [a],
         [jax.ShapeDtypeStruct(a.shape, a.dtype),
@@ -83,16 +92,16 @@ def _geev_cuda(a, *, compute_left_eigenvectors, compute_right_eigenvectors,
          jax.ShapeDtypeStruct(vr_shape, a.dtype), info_result(a, 2)],
         matrix_operands={0}, matrix_results={0, 2}, aliases={0: 0},
         compute_right_eigenvectors=right, choice=choice)
-    outs = [nan_unless_ok(w, info)]
+    outs = [nan_unless_ok(w, info) if mask else w]
     if right:
         if not jnp.iscomplexobj(vr):
             vr = _complex_eigenvectors(w, vr)
-        outs.append(nan_unless_ok(vr, info))
+        outs.append(nan_unless_ok(vr, info) if mask else vr)
     return outs
 
 
 geev = SolverPrimitive("jcm_geev", core_ranks=(2,), shape_rule=_geev_shapes,
-                       jax_impl=_geev_jax, cuda_impl=nan_for_nonfinite_input(_geev_cuda))
+                       jax_impl=_geev_jax, cuda_impl=_geev_cuda)
 
 
 def _eigenvector_jvp(w, v, a_dot, solve_kw):

@@ -4,7 +4,8 @@ Eigenvectors are checked through what is unique: the residual A V - V diag(w), u
 normalisation (largest-magnitude component real), conjugate pairs for real input, and the
 eigenvalues as a set against float64 NumPy and jax.numpy.linalg (their order is geev's, which
 may differ between libraries). On CPU every strategy runs JAX's own implementation; the GPU run
-covers the FFI path (cusolverDnXgeev on the lanes, and the unpacking of real eigenvectors).
+covers the FFI paths (cusolverDnXgeev on the lanes, the tiny-matrix kernel for n <= 4, and the
+unpacking of real eigenvectors).
 """
 
 import jax
@@ -18,6 +19,8 @@ from jax_cusolver_ms.eig import eig, eigvals, lax_eig
 from conftest import (
     ALL_STRATEGIES,
     DTYPES,
+    TINY_KERNEL_BATCH,
+    TINY_KERNEL_N,
     conj_t,
     is_complex,
     jit_call,
@@ -26,6 +29,7 @@ from conftest import (
     random_matrix,
     random_rhs,
     rel_err,
+    rotated_grid,
     rtol_for,
     strategy_grid,
     wide_dtype,
@@ -170,6 +174,58 @@ def test_nan_input_stays_in_its_matrix(rng, dtype, strategy):
     check_eig(a[keep], w[keep], v[keep], dtype)
 
 
+@pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, TINY_KERNEL_N))
+def test_tiny_kernel_over_blocks_degenerate_scaled_and_non_finite(rng, dtype, n):
+    # A thread per matrix, 128 a block: special matrices at both edges of a block.
+    a = random_matrix(rng, (TINY_KERNEL_BATCH, n, n), dtype, "general")
+    big = np.finfo(np.dtype(dtype)).max ** 0.75
+    a[0] = 0
+    a[1] = np.eye(n)                                  # one eigenvalue n times, n vectors
+    a[2] = np.diag(np.arange(n)[::-1] % 2)            # repeated, out of order
+    a[3] = np.eye(n, k=1) + 3 * np.eye(n)             # a Jordan block: one vector, n times
+    a[4] = np.eye(n, k=1) - np.eye(n, k=-1)           # real: conjugate pairs on the axis
+    if jcm.gpu_available():
+        # (JAX's CPU eig returns ?geev's eigenvalues of the matrix it scaled, for a norm beyond
+        # 2^40 in float32: these rows check the kernel.)
+        a[127] = a[127] * big                         # products overflow unscaled
+        a[129] = a[129] / big                         # and underflow
+    a[128, n - 1, 0] = np.nan
+    a[255, 0, 0] = np.inf
+    bad = np.array([128, 255])
+    good = np.setdiff1d(np.arange(len(a)), np.r_[bad, 3])
+    w, v = (np.asarray(x) for x in jit_call(eig, a, strategy="batched"))
+    check_eig(a[good], w[good], v[good], dtype)
+    assert np.isnan(w[bad]).all() and np.isnan(v[bad]).all()
+    np.testing.assert_array_equal(w[0], 0)
+    np.testing.assert_array_equal(w[1], 1)
+    np.testing.assert_array_equal(v[1], np.eye(n))
+    np.testing.assert_array_equal(np.sort(w[2].real), np.sort(np.arange(n) % 2))
+    # The Jordan block's eigenvalue is 3 to about eps^(1/n) (as LAPACK's), its vectors all e_1.
+    eps = np.finfo(np.dtype(dtype)).eps
+    assert np.abs(w[3] - 3).max() <= 10 * eps ** (1 / n)
+    assert np.abs(np.abs(v[3][0]) - 1).max() <= 10 * eps ** (1 / n)
+    if not is_complex(dtype):
+        # Exact conjugate pairs, and a pair's vectors conjugate too.
+        np.testing.assert_array_equal(np.sort_complex(w), np.sort_complex(np.conj(w)))
+        pair = np.abs(w.imag) > 0
+        first = pair & (np.cumsum(pair, axis=-1) % 2 == 1)
+        rows, cols = np.nonzero(first & ~np.isnan(w))
+        np.testing.assert_array_equal(w[rows, cols + 1], np.conj(w[rows, cols]))
+        np.testing.assert_array_equal(v[rows, :, cols + 1], np.conj(v[rows, :, cols]))
+    vals = np.asarray(jit_call(eigvals, a, strategy="batched"))
+    assert np.isnan(vals[bad]).all()
+    assert match_distance(vals[good], w[good]) <= rtol_for(dtype, n) * float(
+        np.max(_norm2(a[good])))
+
+
+def test_the_tiny_kernel_runs_without_the_guard(claim_extension):
+    # The kernel writes NaN itself: no is_finite pass and no mask around its call.
+    text = lowered_text(lambda a: eig(a, strategy="batched"), (300, 4, 4), np.float32, "cuda")
+    assert "jcm_geev" in text and "is_finite" not in text
+    text = lowered_text(lambda a: eig(a, strategy="looped"), (300, 4, 4), np.float32, "cuda")
+    assert "jcm_geev" in text and "is_finite" in text
+
+
 # ---------------------------------------------------------------------------------------------
 # Transformations
 # ---------------------------------------------------------------------------------------------
@@ -253,9 +309,12 @@ def test_explain_knows_eig():
     for op in ("eig", "eigvals", "lax_eig", "geev"):
         plan = jcm.explain(op, (8, 16, 16), np.float32, lanes=4)
         assert plan.strategy == "looped" and plan.lanes == 4
-        # There is no batched geev: asking for one is refused, naming the op and why.
-        with pytest.raises(ValueError, match="cannot run a 16 x 16 matrix: there is no batched"):
+        # The batched geev is the tiny-matrix kernel: asking for it above n = 4 is refused,
+        # naming the op and why.
+        with pytest.raises(ValueError, match="cannot run a 16 x 16 matrix: the matrix is larger"):
             jcm.explain(op, (8, 16, 16), np.float32, strategy="batched")
+        plan = jcm.explain(op, (10000, 3, 3), np.float32, strategy="batched")
+        assert (plan.strategy, plan.lanes) == ("batched", 1)
 
 
 # ---------------------------------------------------------------------------------------------

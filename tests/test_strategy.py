@@ -45,13 +45,14 @@ def test_every_routine_has_its_limits():
     assert {r for r, l in routines.items() if l["blocked"]} == {"getrf", "potrf", "sytrf", "sytrs",
                                                               "gesvd", "gesvdj"}
     assert {r for r, l in routines.items() if l["blocked_oblong_only"]} == {"gesvd", "gesvdj"}
-    assert {r for r, l in routines.items() if not l["batched"]} == {"geev", "gesvd"}
+    assert {r for r, l in routines.items() if not l["batched"]} == {"gesvd"}
     constants = _ffi.limits.constants()
     assert routines["getrf"]["small_max_n"] == constants["getrf_small_max_n"]
     # The tiny kernels' tests cover every order they take.
     assert constants["lu_tiny_max_n"] == constants["cholesky_tiny_max_n"] == max(TINY_KERNEL_N)
     assert constants["syevj_tiny_max_n"] == constants["gesvdj_tiny_max_n"] == max(TINY_KERNEL_N)
-    assert constants["qr_tiny_max_n"] == max(TINY_KERNEL_N)
+    assert constants["qr_tiny_max_n"] == constants["geev_tiny_max_n"] == max(TINY_KERNEL_N)
+    assert routines["geev"]["batched_max_n"] == routines["geev"]["small_max_n"] == max(TINY_KERNEL_N)
     assert constants["lu_tiny_max_nrhs"] == constants["cholesky_tiny_max_nrhs"] == 4
     assert routines["syevj"]["batched_max_n"] == constants["syevj_kernel_max_n"]
     assert routines["sytrf"]["batched_max_n"] == constants["ldl_kernel_max_n"]
@@ -67,7 +68,8 @@ def test_the_knobs_are_listed_with_their_defaults():
 
 
 @pytest.mark.parametrize("routine,strategy_,shape,nrhs,left,why", [
-    ("geev", "batched", (64, 64), 0, True, "no batched"),
+    ("geev", "batched", (64, 64), 0, True, "larger"),
+    ("geev", "batched", (4, 4), 0, True, None),
     ("gesvd", "blocked", (64, 64), 0, True, "twice as tall as wide"),
     ("gesvdj", "blocked", (64, 33), 0, True, "twice as tall as wide"),
     ("gesvdj", "blocked", (64, 32), 0, True, None),
@@ -151,7 +153,8 @@ def test_the_ffi_attribute_is_the_enum_value():
 
 @pytest.mark.parametrize("op,shape,strategy_,nrhs,expect", [
     ("eig", (4, 64, 64), "batched", 1, "eig: strategy 'batched' cannot run a 64 x 64 matrix: "
-                                       "there is no batched API"),
+                                       "the matrix is larger than the batched kernel takes "
+                                       "(this project's tiny eigensolver"),
     ("lu_factor", (4, 64, 60), "blocked", 1, "lu_factor: strategy 'blocked'"),
     ("lu_factor", (4, 64, 60), "batched", 1, "square matrices only"),
     ("ldl_factor", (2, 1025, 1025), "batched", 1, "n <= 1024"),
@@ -188,7 +191,7 @@ def test_the_lowering_rejects_an_infeasible_strategy(claim_extension):
     with pytest.raises(ValueError, match=r"^getrf \(det, lu, lu_factor, slogdet\): strategy "
                                          "'blocked' cannot run a 64 x 60 matrix"):
         _lowered(lambda x: jcm.lu_factor(x, strategy="blocked"), a)
-    with pytest.raises(ValueError, match="geev .*no batched API"):
+    with pytest.raises(ValueError, match="geev .*larger than the batched kernel takes"):
         _lowered(lambda x: jcm.eig(x, strategy="batched"), np.ones((4, 8, 8), np.float32))
     with jcm.config(strategy="blocked"), pytest.raises(ValueError, match="^potrs .*no blocked"):
         _lowered(lambda c, b: jcm.cho_solve((c, True), b), np.ones((4, 80, 80), np.float32),

@@ -789,7 +789,8 @@ def test_tune_needs_a_gpu():
     ("lu_factor", 4, 64, {"xla", "sequential", "blocked", "looped:2", "looped:4", "batched:1"}),
     ("lu_factor", 4, 128, {"xla", "sequential", "blocked", "looped:2", "looped:4", "batched:1",
                            "batched:2", "batched:4"}),
-    ("eig", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # geev: no batched API
+    ("eig", 4, 64, {"xla", "sequential", "looped:2", "looped:4"}),  # geev: batched up to n 4
+    ("eig", 4, 4, {"xla", "sequential", "looped:2", "looped:4", "batched:1"}),
     # Up to n = 128 gesvdj's batched path is the one-launch Jacobi kernel: no lanes.
     ("svd", 4, 64, {"xla", "sequential", "looped:2", "looped:4", "batched:1"}),
     ("svd", 4, 256, {"xla", "sequential", "looped:2", "looped:4"}),

@@ -240,7 +240,8 @@ cudaError_t with_tiny_n(int64_t n, F f) {
   }
 }
 static_assert(limits::kLuTinyMaxN <= kTinyMaxN && limits::kCholeskyTinyMaxN <= kTinyMaxN &&
-              limits::kSyevjTinyMaxN <= kTinyMaxN && limits::kGesvdjTinyMaxN <= kTinyMaxN);
+              limits::kSyevjTinyMaxN <= kTinyMaxN && limits::kGesvdjTinyMaxN <= kTinyMaxN &&
+              limits::kGeevTinyMaxN <= kTinyMaxN);
 
 // The items of this block: [first, first + items) of `count`.
 struct TinyBlock {

@@ -85,6 +85,10 @@ inline constexpr int64_t kSyevjKernelMaxN = 32;
 // registers).
 inline constexpr int64_t kSyevjTinyMaxN = 4;
 
+// The general eigensolver's batched path (eig_kernels.h): a thread per matrix, the matrix, its
+// Schur vectors and its Schur form in registers.
+inline constexpr int64_t kGeevTinyMaxN = 4;
+
 // Jacobi SVD (svd_kernels.h): the matrix and V in shared memory where they fit (else in the
 // workspace), a warp per pair of columns, a lane per row up to 32 and per four rows at 128; m and
 // n both.
@@ -175,7 +179,8 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
      false},
     {Routine::kSyevj, "syevj", "this project's Jacobi kernel", kSyevjKernelMaxN, false, 0, "",
      false, false, kSyevjKernelMaxN, 0, true},
-    {Routine::kGeev, "geev", "", 0, false, 0, "", false, false, 0, 0, false},
+    {Routine::kGeev, "geev", "this project's tiny eigensolver (a thread per matrix)",
+     kGeevTinyMaxN, true, 0, "", false, false, kGeevTinyMaxN, 0, true},
     {Routine::kGesvd, "gesvd", "", 0, false, 0, kSvdQrFirst, false, false, 0, 0, false, true},
     {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0,
      kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},

@@ -109,6 +109,7 @@ nb::dict constants() {
   out["syevj_tiny_max_n"] = L::kSyevjTinyMaxN;
   out["gesvdj_kernel_max_n"] = L::kGesvdjKernelMaxN;
   out["gesvdj_tiny_max_n"] = L::kGesvdjTinyMaxN;
+  out["geev_tiny_max_n"] = L::kGeevTinyMaxN;
   out["qr_tiny_max_n"] = L::kQrTinyMaxN;
   out["oblong_min_aspect"] = L::kOblongMinAspect;
   out["ldl_solve_rhs_per_block"] = L::kLdlSolveRhsPerBlock;

@@ -1,7 +1,8 @@
-// The general eigendecomposition as traits for run_looped: Xgeev per item (there is no batched
-// geev).
+// The general eigendecomposition as traits for run_looped: Xgeev per item (cuSOLVER has no
+// batched geev); the batched strategy is this project's tiny-matrix kernel (eig_kernels.cu).
 
 #include "core/handler_util.h"
+#include "eig/eig_kernels.h"
 
 namespace jcm {
 
@@ -50,6 +51,14 @@ struct geev_traits {
                                  cuda_data_type<T>(), work, ws.device_bytes,
                                  ctx.lane->host_workspace(ws.host_bytes), ws.host_bytes,
                                  io.info + i));
+    return ffi::Error::Success();
+  }
+
+  // The tiny kernel: no workspace; NaN and info written per matrix.
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const { return size_t{0}; }
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void*) const {
+    JCM_CUDA(geev_tiny_batched(ctx.stream, end - begin, n, io.data + begin * n * n, w + begin * n,
+                               right ? vr + begin * n * n : nullptr, io.info + begin));
     return ffi::Error::Success();
   }
 };
