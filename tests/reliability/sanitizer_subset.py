@@ -46,6 +46,8 @@ SMALL, MID, LARGE = 8, 40, 72
 QR_GLOBAL_N, LDL_SOLVE_BLOCK_N, SVD_WORKSPACE_N = 200, 137, 128
 # More matrices than an H100 or H200 runs at once in the SVD kernel's blocks: its team kernel.
 SVD_TEAM_BATCH, SVD_TEAM_N = 1200, 32
+# geev's batched path is the tiny-matrix kernel alone (n <= 4): over two blocks of 128.
+GEEV_TINY_BATCH, GEEV_TINY_N = 200, 3
 QR_FAMILY = {"qr", "qr_complete", "qr_r", "qr_raw", "householder_product", "ormqr", "qr_multiply"}
 BATCH = 3
 
@@ -62,6 +64,8 @@ def cases(op):
             out.append((s, None, (BATCH,), MID))
         elif s == "looped":
             out += [(s, 1, (BATCH,), SMALL), (s, 3, (BATCH,), MID)]
+        elif s == "batched" and "geev" in op.targets:
+            out.append((s, 2, (GEEV_TINY_BATCH,), GEEV_TINY_N))
         elif s == "batched":
             sizes = [SMALL, MID, LARGE]
             if op.name in QR_FAMILY:
