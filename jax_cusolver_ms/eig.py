@@ -4,8 +4,9 @@ Semantics follow jax.numpy.linalg.eig / eigvals and jax.lax.linalg.eig: complex 
 real input too, eigenvectors normalised as LAPACK's geev (unit 2-norm, largest-magnitude
 component real), NaN in every matrix whose solver failed. On CUDA the right eigenvectors come
 from cusolverDnXgeev on the lanes (JAX runs the same routine one matrix after another on one
-stream), or for n <= 4 from this project's kernel, a thread per matrix (strategy "batched"). cuSOLVER computes no left eigenvectors: asking for them runs JAX's own implementation
-(LAPACK on the host), as jax.lax.linalg.eig does on GPU.
+stream), or for n <= 4 from this project's kernel, a thread per matrix (strategy "batched").
+cuSOLVER computes no left eigenvectors: asking for them runs JAX's own implementation (LAPACK
+on the host), as jax.lax.linalg.eig does on GPU.
 """
 from __future__ import annotations
 

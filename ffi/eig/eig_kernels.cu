@@ -304,7 +304,10 @@ __host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
 #pragma unroll
       for (int j = k + 1; j < N; ++j) {
         const R distance = cabs1(h[k][k] - cuda::std::conj(h[j][j]));
-        if (!real[j] && partner[j] < 0 && distance < best_distance) best = j, best_distance = distance;
+        if (!real[j] && partner[j] < 0 && distance < best_distance) {
+          best = j;
+          best_distance = distance;
+        }
       }
 #pragma unroll
       for (int j = k + 1; j < N; ++j) {
