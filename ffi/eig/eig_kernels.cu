@@ -274,40 +274,36 @@ __host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
     }
   } else {
     // Real A: complex arithmetic leaves a real eigenvalue an imaginary part of rounding size and
-    // a conjugate pair not quite conjugate. Real: an imaginary part within `real_bound`, and the
-    // non-real one nearest the real axis too where the others would be odd in number. The others
-    // paired greedily, each with the one nearest its conjugate, a pair given its mean.
+    // a conjugate pair not quite conjugate. Non-real: an imaginary part beyond `real_bound`. Those
+    // are paired greedily, each with the one nearest its conjugate, and a pair stands only where
+    // that distance is below both imaginary parts (two real eigenvalues whose imaginary parts
+    // passed the bound lie far from each other's conjugate); one left unpaired is real. A pair is
+    // given its mean.
     const R real_bound = 4 * N * eps * t_largest;
     bool real[N];
-    int partner[N], non_real = 0;
+    int partner[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       real[k] = fabs(h[k][k].imag()) <= real_bound;
       partner[k] = -1;
-      non_real += real[k] ? 0 : 1;
-    }
-    if (non_real % 2 == 1) {
-      int nearest = -1;
-      R least = cuda::std::numeric_limits<R>::infinity();
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        if (!real[k] && fabs(h[k][k].imag()) < least) nearest = k, least = fabs(h[k][k].imag());
-      }
-#pragma unroll
-      for (int k = 0; k < N; ++k) real[k] = real[k] || k == nearest;
     }
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       if (real[k] || partner[k] >= 0) continue;
       int best = -1;
-      R best_distance = cuda::std::numeric_limits<R>::infinity();
+      R best_distance = cuda::std::numeric_limits<R>::infinity(), best_imag = 0;
 #pragma unroll
       for (int j = k + 1; j < N; ++j) {
         const R distance = cabs1(h[k][k] - cuda::std::conj(h[j][j]));
         if (!real[j] && partner[j] < 0 && distance < best_distance) {
           best = j;
           best_distance = distance;
+          best_imag = fabs(h[j][j].imag());
         }
+      }
+      if (best < 0 || best_distance >= fmin(fabs(h[k][k].imag()), best_imag)) {
+        real[k] = true;
+        continue;
       }
 #pragma unroll
       for (int j = k + 1; j < N; ++j) {
