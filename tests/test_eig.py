@@ -174,6 +174,26 @@ def test_nan_input_stays_in_its_matrix(rng, dtype, strategy):
     check_eig(a[keep], w[keep], v[keep], dtype)
 
 
+def mixed_spectra(rng, count, n):
+    """count real matrices V D V^-1, D block diagonal of real eigenvalues and 2 x 2 rotations
+    (conjugate pairs) at random, V's columns scaled by 10^[-1, 0]: real eigenvalues whose
+    imaginary parts in complex arithmetic are of rounding size times their condition."""
+    out = np.zeros((count, n, n))
+    for i in range(count):
+        d, k = np.zeros((n, n)), 0
+        while k < n:
+            if k + 1 < n and rng.random() < 0.5:
+                re, im = rng.standard_normal(2)
+                d[k:k + 2, k:k + 2] = [[re, im], [-im, re]]
+                k += 2
+            else:
+                d[k, k] = rng.standard_normal()
+                k += 1
+        v = rng.standard_normal((n, n)) * 10 ** rng.uniform(-1, 0, n)
+        out[i] = v @ d @ np.linalg.inv(v)
+    return out
+
+
 @pytest.mark.parametrize("n,dtype", rotated_grid(DTYPES, TINY_KERNEL_N))
 def test_tiny_kernel_over_blocks_degenerate_scaled_and_non_finite(rng, dtype, n):
     # A thread per matrix, 128 a block: special matrices at both edges of a block.
@@ -184,6 +204,7 @@ def test_tiny_kernel_over_blocks_degenerate_scaled_and_non_finite(rng, dtype, n)
     a[2] = np.diag(np.arange(n)[::-1] % 2)            # repeated, out of order
     a[3] = np.eye(n, k=1) + 3 * np.eye(n)             # a Jordan block: one vector, n times
     a[4] = np.eye(n, k=1) - np.eye(n, k=-1)           # real: conjugate pairs on the axis
+    a[5:37] = mixed_spectra(rng, 32, n)               # real eigenvalues and pairs, mixed
     if jcm.gpu_available():
         # (JAX's CPU eig returns ?geev's eigenvalues of the matrix it scaled, for a norm beyond
         # 2^40 in float32: these rows check the kernel.)
