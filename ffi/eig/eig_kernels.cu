@@ -1,5 +1,6 @@
 #include "eig/eig_kernels.h"
 
+#include "core/jacobi.cuh"
 #include "core/kernel_util.cuh"
 
 #include <cuda/std/complex>
@@ -27,19 +28,6 @@ constexpr int kExceptionalShift = 10;
 template <typename R>
 using Cx = cuda::std::complex<R>;
 
-template <typename R>
-__host__ __device__ inline R cabs1(Cx<R> x) {
-  return fabs(x.real()) + fabs(x.imag());
-}
-template <typename R>
-__host__ __device__ inline R cabs2(Cx<R> x) {
-  return x.real() * x.real() + x.imag() * x.imag();
-}
-template <typename R>
-__host__ __device__ inline bool finite(R x) {
-  return x - x == R(0);  // NaN and Inf give NaN
-}
-
 // G = [[c, s], [-conj(s), c]], c real, with G [x; y] = [r; 0].
 template <typename R>
 struct Givens {
@@ -47,7 +35,7 @@ struct Givens {
   Cx<R> s;
 };
 template <typename R>
-__host__ __device__ inline Givens<R> givens(Cx<R> x, Cx<R> y) {
+__device__ inline Givens<R> givens(Cx<R> x, Cx<R> y) {
   const R ax = cuda::std::abs(x), ay = cuda::std::abs(y);
   if (ay == R(0)) return {R(1), Cx<R>(0)};
   if (ax == R(0)) return {R(0), cuda::std::conj(y) / ay};
@@ -57,7 +45,7 @@ __host__ __device__ inline Givens<R> givens(Cx<R> x, Cx<R> y) {
 
 // Rows p, p + 1 of h times G (from the left), every column.
 template <typename R, int N>
-__host__ __device__ inline void rotate_rows(Cx<R> (&h)[N][N], int p, Givens<R> g) {
+__device__ inline void rotate_rows(Cx<R> (&h)[N][N], int p, Givens<R> g) {
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const Cx<R> x = h[p][k], y = h[p + 1][k];
@@ -68,7 +56,7 @@ __host__ __device__ inline void rotate_rows(Cx<R> (&h)[N][N], int p, Givens<R> g
 
 // Columns p, p + 1 of h times G^H (from the right), every row.
 template <typename R, int N>
-__host__ __device__ inline void rotate_columns(Cx<R> (&h)[N][N], int p, Givens<R> g) {
+__device__ inline void rotate_columns(Cx<R> (&h)[N][N], int p, Givens<R> g) {
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const Cx<R> x = h[k][p], y = h[k][p + 1];
@@ -79,7 +67,7 @@ __host__ __device__ inline void rotate_columns(Cx<R> (&h)[N][N], int p, Givens<R
 
 // The eigenvalue of [[a, b], [c, d]] nearer d.
 template <typename R>
-__host__ __device__ inline Cx<R> wilkinson_shift(Cx<R> a, Cx<R> b, Cx<R> c, Cx<R> d) {
+__device__ inline Cx<R> wilkinson_shift(Cx<R> a, Cx<R> b, Cx<R> c, Cx<R> d) {
   const Cx<R> p = (a - d) * R(0.5), bc = b * c;
   Cx<R> root = cuda::std::sqrt(p * p + bc);
   if ((cuda::std::conj(p) * root).real() < R(0)) root = -root;  // |p + root| the larger
@@ -91,7 +79,7 @@ __host__ __device__ inline Cx<R> wilkinson_shift(Cx<R> a, Cx<R> b, Cx<R> c, Cx<R
 // rotation acts on whole rows and columns: the deflated parts keep their exact zeros, and the
 // triangle above the active block is the Schur form's. Returns whether it converged.
 template <typename R, int N, bool kVectors>
-__host__ __device__ inline bool schur_form(Cx<R> (&h)[N][N], Cx<R> (&q)[N][N]) {
+__device__ inline bool schur_form(Cx<R> (&h)[N][N], Cx<R> (&q)[N][N]) {
   // Hessenberg form: column j's entries below the subdiagonal, bottom up.
 #pragma unroll
   for (int j = 0; j + 2 < N; ++j) {
@@ -114,7 +102,7 @@ __host__ __device__ inline bool schur_form(Cx<R> (&h)[N][N], Cx<R> (&q)[N][N]) {
 #pragma unroll
     for (int k = 1; k < N; ++k) {
       if (k <= hi &&
-          cabs1(h[k][k - 1]) <= fmax(eps * (cabs1(h[k - 1][k - 1]) + cabs1(h[k][k])), tiny)) {
+          abs1(h[k][k - 1]) <= fmax(eps * (abs1(h[k - 1][k - 1]) + abs1(h[k][k])), tiny)) {
         h[k][k - 1] = Cx<R>(0);
         lo = k;
       }
@@ -158,7 +146,7 @@ __host__ __device__ inline bool schur_form(Cx<R> (&h)[N][N], Cx<R> (&q)[N][N]) {
 // that a repeated eigenvalue gives a vector, not Inf. Largest-magnitude component made real and
 // positive, as ?geev.
 template <typename R, int N>
-__host__ __device__ inline void schur_eigenvector(const Cx<R> (&t)[N][N], const Cx<R> (&q)[N][N],
+__device__ inline void schur_eigenvector(const Cx<R> (&t)[N][N], const Cx<R> (&q)[N][N],
                                                   int k, R smallest, Cx<R> (&v)[N]) {
   Cx<R> x[N];
 #pragma unroll
@@ -171,7 +159,7 @@ __host__ __device__ inline void schur_eigenvector(const Cx<R> (&t)[N][N], const 
       if (j <= k) sum += t[i][j] * x[j];
     }
     Cx<R> divisor = t[i][i] - t[k][k];
-    if (cabs1(divisor) < smallest) divisor = Cx<R>(smallest);
+    if (abs1(divisor) < smallest) divisor = Cx<R>(smallest);
     x[i] = -sum / divisor;
   }
   R largest = 0;
@@ -182,20 +170,20 @@ __host__ __device__ inline void schur_eigenvector(const Cx<R> (&t)[N][N], const 
     for (int j = 0; j < N; ++j) {
       if (j <= k) v[i] += q[i][j] * x[j];
     }
-    largest = fmax(largest, cabs1(v[i]));
+    largest = fmax(largest, abs1(v[i]));
   }
   // Scaled to a largest |re| + |im| of one first: x can grow to ~ (N / eps)^(N - 1).
   R norm2 = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     v[i] /= largest;
-    norm2 += cabs2(v[i]);
+    norm2 += abs2(v[i]);
   }
   int top = 0;
   R top2 = -1;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    if (cabs2(v[i]) > top2) top = i, top2 = cabs2(v[i]);
+    if (abs2(v[i]) > top2) top = i, top2 = abs2(v[i]);
   }
   Cx<R> phase;
 #pragma unroll
@@ -213,7 +201,7 @@ __host__ __device__ inline void schur_eigenvector(const Cx<R> (&t)[N][N], const 
 // column-major N x N v (for real T a pair's real and imaginary parts in its two columns); NaN in
 // all of them for a matrix holding NaN or Inf or not converged. Returns geev's info.
 template <typename T, int N, bool kVectors, typename R = typename real_of<T>::type>
-__host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
+__device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
   Cx<R> h[N][N], q[N][N];
   R largest = 0;
   bool all_finite = true;
@@ -223,14 +211,13 @@ __host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
     for (int i = 0; i < N; ++i) {
       h[i][j] = Cx<R>(a[i][j]);
       q[i][j] = Cx<R>(i == j ? 1 : 0);
-      all_finite = all_finite && finite(cabs1(h[i][j]));
-      largest = fmax(largest, cabs1(h[i][j]));
+      all_finite = all_finite && isfinite(abs1(h[i][j]));
+      largest = fmax(largest, abs1(h[i][j]));
     }
   }
   // Scaled by a power of two (exact) to a largest |re| + |im| in [1/2, 1): no product below
   // overflows or loses all its digits.
-  int exponent = 0;
-  if (all_finite && largest > R(0)) frexp(largest, &exponent);
+  const int exponent = all_finite ? scale_exponent(largest) : 0;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
 #pragma unroll
@@ -254,7 +241,7 @@ __host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
   for (int i = 0; i < N; ++i) {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      if (j >= i) t_largest = fmax(t_largest, cabs1(h[i][j]));
+      if (j >= i) t_largest = fmax(t_largest, abs1(h[i][j]));
     }
   }
   const R smallest = fmax(eps * t_largest, cuda::std::numeric_limits<R>::min());
@@ -294,7 +281,7 @@ __host__ __device__ inline int geev_tiny(const T (&a)[N][N], Cx<R>* w, T* v) {
       R best_distance = cuda::std::numeric_limits<R>::infinity(), best_imag = 0;
 #pragma unroll
       for (int j = k + 1; j < N; ++j) {
-        const R distance = cabs1(h[k][k] - cuda::std::conj(h[j][j]));
+        const R distance = abs1(h[k][k] - cuda::std::conj(h[j][j]));
         if (!real[j] && partner[j] < 0 && distance < best_distance) {
           best = j;
           best_distance = distance;
