@@ -86,8 +86,11 @@ def check_eig(a, w, v, dtype):
         assert v.shape == a.shape and v.dtype == c, (v.shape, v.dtype)
         v = np.asarray(v)
         assert np.all(np.isfinite(v)), "finite input gave non-finite eigenvectors"
-        residual = np.linalg.norm(_wide(a) @ _wide(v) - _wide(v) * _wide(w)[..., None, :], axis=-2)
-        assert np.max(residual / np.maximum(scale, 1e-300), initial=0) <= tol, "A V != V diag(w)"
+        # Over the norm first: a matrix scaled to near the dtype's largest squares past it.
+        unit = np.where(scale > 0, scale, 1)
+        residual = np.linalg.norm(_wide(a) / unit[..., None] @ _wide(v)
+                                  - _wide(v) * (_wide(w) / unit)[..., None, :], axis=-2)
+        assert np.max(residual, initial=0) <= tol, "A V != V diag(w)"
         assert np.max(np.abs(np.linalg.norm(_wide(v), axis=-2) - 1), initial=0) <= tol, \
             "eigenvectors are not of unit norm"
         largest = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
