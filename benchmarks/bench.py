@@ -179,6 +179,16 @@ def _spd_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
     return (a, b.astype(dtype)), x
 
 
+def _lower_with_solution(key, batch, n, dtype, rows=None, nrhs=1):
+    """L x = b with x known: L the Cholesky factor of an SPD matrix (well conditioned)."""
+    ka, kx = jax.random.split(key)
+    (a,), _ = _spd(ka, batch, n, dtype)
+    lower = jnp.linalg.cholesky(a)
+    x = jax.random.normal(kx, (batch, n, nrhs), dtype)
+    b = jnp.matmul(*_double(lower, x), precision=_HIGHEST)
+    return (lower, b.astype(dtype)), x
+
+
 def _conditioned_with_solution(cond: float):
     """A = U diag(s) V^T, s log-spaced from 1 to 1 / cond (U, V random orthogonal), and
     b = A x with x known: where mixed precision refines and where it falls back."""
@@ -496,6 +506,14 @@ def _ldl_solve(a, b, **kw):
     return jcm.ldl_solve(ld, piv, b, **kw)
 
 
+def _solve_lower(a, b, **kw):
+    return jcm.solve_triangular(a, b, lower=True, **kw)
+
+
+def _jax_solve_lower(a, b):
+    return jax.scipy.linalg.solve_triangular(a, b, lower=True)
+
+
 def _jax_cho_solve(a, b):
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=True), b)
 
@@ -562,6 +580,8 @@ OPS = {
            routine="potrf"),
         Op("cho_solve", _jax_cho_solve, None, _spd_with_solution, _solution_error,
            ours=_cho_solve, routine="potrf"),
+        Op("solve_triangular", _jax_solve_lower, None, _lower_with_solution, _solution_error,
+           ours=_solve_lower, routine="trsm"),
         Op("qr", jnp.linalg.qr, "linalg.qr", _general, _qr_error, routine="geqrf"),
         Op("qr_r", lambda a: jnp.linalg.qr(a, mode="r"), None, _general, _r_error, ours=_qr_r,
            routine="geqrf"),

@@ -17,7 +17,7 @@ import numpy as np
 # - det is an LU (slogdet's default); the JAX column of ldl_factor and ldl_solve is its LU.
 ROUTINES = {"lu_factor": ("getrf",), "solve": ("getrf",), "inv": ("getrf",),
             "det": ("getrf",), "ldl_factor": ("getrf",), "ldl_solve": ("getrf",),
-            "cholesky": ("potrf",), "cho_solve": ("potrf",),
+            "cholesky": ("potrf",), "cho_solve": ("potrf",), "solve_triangular": ("trsm",),
             "qr": ("geqrf", "orgqr"), "qr_r": ("geqrf",), "qr_multiply": ("geqrf", "ormqr"),
             "eigh": ("syevd",), "eigvalsh": ("syevd",), "generalized_eigh": ("potrf", "syevd"),
             "eig": ("geev",), "eigvals": ("geev",),
@@ -35,7 +35,7 @@ RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigva
         "above n = 32, for qr and qr_multiply (orgqr, ormqr) above n = 128, and for the LU ops "
         "(lu_factor, solve, inv, det) and the QR ops (geqrf) where "
         "n // batch > 128; never for cholesky and cho_solve "
-        "(potrfBatched), eigh and eigvalsh (syevjBatched, XsyevBatched), nor for a batch of one "
+        "(potrfBatched), solve_triangular (trsmBatched), eigh and eigvalsh (syevjBatched, XsyevBatched), nor for a batch of one "
         "(jax_cusolver_ms/_jax_lowering.py).")
 
 

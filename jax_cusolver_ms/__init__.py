@@ -18,6 +18,7 @@ from .settings import STRATEGIES, config
 from .strategy import explain
 from ._tune import tune
 from .svd import SVDResult, cond, lstsq, matrix_rank, norm, pinv, svd, svdvals
+from .triangular import solve_triangular
 
 __version__ = "0.1.0"
 
@@ -28,5 +29,5 @@ __all__ = [
     "gpu_available", "householder_product", "inv", "lane_count", "lax_eig", "lax_eigh",
     "ldl_factor", "ldl_solve", "library_versions", "lstsq", "lu", "lu_factor", "lu_solve",
     "matmul", "matrix_rank", "mixed_lstsq", "mixed_solve", "norm", "ormqr", "pinv", "qr",
-    "qr_multiply", "slogdet", "solve", "svd", "svdvals", "tune",
+    "qr_multiply", "slogdet", "solve", "solve_triangular", "svd", "svdvals", "tune",
 ]

@@ -51,11 +51,21 @@ def geqrf(a):
 
 
 def cuda_lowering(prim):
-    """(rule, inline) of the CUDA lowering registered for `prim`, or None: the registry is
-    private in every supported release."""
+    """(rule, inline, own) of the lowering `prim` gets on CUDA, or None: its CUDA rule (own), or
+    else the rule it has on every platform (triangular_solve_p's). The registries are private in
+    every supported release."""
     from jax._src.interpreters import mlir as mlir_internal
     entry = mlir_internal._platform_specific_lowerings["cuda"].get(prim)
-    return None if entry is None else (entry.rule, entry.inline)
+    if entry is not None:
+        return entry.rule, entry.inline, True
+    entry = mlir_internal._lowerings.get(prim)
+    return None if entry is None else (entry.rule, entry.inline, False)
+
+
+def drop_cuda_lowering(prim) -> None:
+    """Removes `prim`'s CUDA rule: it lowers by its rule for every platform again."""
+    from jax._src.interpreters import mlir as mlir_internal
+    mlir_internal._platform_specific_lowerings["cuda"].pop(prim, None)
 
 
 def jax_linalg_primitive(name):

@@ -14,8 +14,8 @@ is the space users call, per op:
   - for the ops whose routines take rectangular matrices (qr and ormqr: geqrf, ormqr; svd:
     gesvdj / gesvd; householder_product: orgqr, tall ones only) the aspects rows / cols of
     ASPECTS besides square;
-  - for the solves (lu_solve: getrs, cho_solve: potrs, ldl_solve: sytrs) the right-hand-side
-    counts of NRHS;
+  - for the solves (lu_solve: getrs, cho_solve: potrs, ldl_solve: sytrs, solve_triangular:
+    trsm) the right-hand-side counts of NRHS;
   - less the cells whose inputs exceed MAX_INPUT_GB.
 Cells are measured small first (n, then the batch), so a budget that runs out still covers every
 op. Then the refinement: wherever two neighbouring points (along n or along the batch, the rest
@@ -209,6 +209,10 @@ WORKLOADS = {w.op: w for w in [
     Workload("ormqr", lambda a, taus, c, **kw: _jcm().ormqr(a, taus, c, transpose=True, **kw),
              lambda a, taus, c: jax.lax.linalg.ormqr(a, taus, c, transpose=True),
              _reflectors_and_matrix, _any_shape),
+    Workload("solve_triangular",
+             lambda c, b, **kw: _jcm().solve_triangular(c, b, lower=True, **kw),
+             lambda c, b: jax.scipy.linalg.solve_triangular(c, b, lower=True), _cholesky_and_rhs,
+             solve=True),
     Workload("ldl_factor", lambda a, **kw: _jcm().ldl_factor(a, **kw), None, _symmetric),
     Workload("ldl_solve", lambda ld, piv, b, **kw: _jcm().ldl_solve(ld, piv, b, **kw), None,
              _ldl_and_rhs, solve=True),

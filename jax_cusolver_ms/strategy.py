@@ -108,7 +108,8 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
               "qr": "geqrf", "householder_product": "orgqr", "qr_multiply": "ormqr",
               "ldl_factor": "sytrf", "ldl_solve": "sytrs",
               "eigh": "syevd", "eigvalsh": "syevd", "lax_eigh": "syevd",
-              "eig": "geev", "eigvals": "geev", "lax_eig": "geev"}
+              "eig": "geev", "eigvals": "geev", "lax_eig": "geev",
+              "solve_triangular": "trsm", "triangular_solve": "trsm"}
 # Public ops built on the SVD: their routine depends on the shape (see svd_routine).
 SVD_OPS = {"svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"}
 EIGH_OPS = {"eigh", "eigvalsh", "lax_eigh"}
@@ -206,7 +207,7 @@ def routine_of(op: str, rows: int, cols: int) -> str:
     return ROUTINE_OF.get(op, op)
 
 
-_SOLVES = {"getrs", "potrs", "sytrs"}  # the routines that take right-hand sides (nrhs)
+_SOLVES = {"getrs", "potrs", "sytrs", "trsm"}  # the routines that take right-hand sides (nrhs)
 
 
 def _op_name(op: str, routine: str) -> str:

@@ -365,6 +365,9 @@ OPS = [
        spd, ("potrf",), **cholesky_blocked),
     Op("cho_solve", lambda c, b, **kw: jcm.cho_solve((c, True), b, **kw),
        lambda c, b: jsl.cho_solve((c, True), b), build_cho_solve, ("potrs",)),
+    # Triangular solve: op(A) = A^H of the lower triangle (the kernel reads the transpose)
+    Op("solve_triangular", lambda a, b, **kw: jcm.solve_triangular(a, b, 2, True, **kw),
+       lambda a, b: jsl.solve_triangular(a, b, 2, True), build_cho_solve, ("trsm",)),
     # QR
     Op("qr", jcm.qr, jnp.linalg.qr, build_rect, ("geqrf", "orgqr"), invariant=qr_invariant),
     Op("qr_complete", lambda a, **kw: jcm.qr(a, "complete", **kw),

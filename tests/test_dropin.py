@@ -55,6 +55,8 @@ PROGRAMS = {
     "qr": (lambda a: jnp.linalg.qr(a), "rect", "jcm_geqrf"),
     "householder_product": (lambda a: jnp.linalg.qr(a)[0], "rect", "jcm_orgqr"),
     "qr_multiply": (lambda a, c: jsl.qr_multiply(a, c), "rect_c", "jcm_ormqr"),
+    "solve_triangular": (lambda a, b: jsl.solve_triangular(a, b, lower=True), "square_rhs",
+                         "jcm_trsm"),
 }
 
 
@@ -203,6 +205,19 @@ def test_a_primitive_missing_from_this_jax_is_skipped_with_a_warning(switched_of
     assert jcm.enabled()
     jcm.disable()
     assert not dropin._originals
+
+
+def test_disable_leaves_a_primitive_without_a_cuda_rule_without_one(switched_off):
+    # triangular_solve_p lowers by one rule on every platform: enable() adds a CUDA rule,
+    # disable() removes it rather than registering JAX's rule for CUDA in its place.
+    from jax._src.lax import linalg as lax_linalg
+    from jax_cusolver_ms import _compat
+    prim = lax_linalg.triangular_solve_p
+    before = _compat.cuda_lowering(prim)
+    jcm.enable()
+    assert _compat.cuda_lowering(prim)[2]
+    jcm.disable()
+    assert _compat.cuda_lowering(prim) == before and not before[2]
 
 
 def test_switching_from_many_threads_leaves_one_consistent_table(rng, claim_extension,

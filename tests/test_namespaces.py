@@ -45,7 +45,7 @@ IMPLEMENTED = {
     "numpy": {"cholesky", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
               "matrix_rank", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals"},
     "scipy": {"cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu", "lu_factor",
-              "lu_solve", "qr", "qr_multiply", "solve", "svd"},
+              "lu_solve", "qr", "qr_multiply", "solve", "solve_triangular", "svd"},
     "lax": {"cholesky", "eig", "eigh", "householder_product", "lu", "ormqr", "qr", "svd"},
 }
 
@@ -380,6 +380,15 @@ CASES = [
           assume_a="pos", same_warnings=False, grad=True),
     _case(S, "solve", matrix_and_rhs("spd_upper_noise", "vectors"), ((4, 4), (2, 3, 4, 4)),
           assume_a="pos", lower=True, same_warnings=False),
+    *[_case(S, "solve_triangular", matrix_and_rhs("spd", 2), shapes, trans=trans, lower=lower,
+            unit_diagonal=unit, grad=True)
+      for shapes, trans, lower, unit in ((SQUARE, 0, False, False), (((2, 4, 4),), 1, True, False),
+                                         (((4, 4),), 2, False, True), (((2, 4, 4),), "C", True,
+                                                                       True))],
+    _case(S, "solve_triangular", matrix_and_rhs("spd", "vector"), ((4, 4),), trans="T"),
+    _case(S, "solve_triangular", matrix_and_rhs("spd", "vector"), ((2, 4, 4),), lower=True,
+          rank_promotion=_ALLOW),
+    _case(S, "solve_triangular", matrix_and_rhs("spd", "vectors"), ((2, 4, 4),), trans=2),
     _case(S, "svd", matrix(), SHORT_ANY),
     _case(S, "svd", matrix(), TWO_ANY, full_matrices=False),
     _case(S, "svd", matrix(), ((3, 5),), compute_uv=False, lapack_driver="gesvd"),

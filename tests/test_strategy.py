@@ -20,7 +20,7 @@ from conftest import TINY_KERNEL_N, requires_extension
 pytestmark = pytest.mark.skipif(_ffi.limits is None, reason="_jcm_limits is not built")
 
 ROUTINES = ("getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf", "sytrs",
-            "syevd", "syevj", "geev", "gesvd", "gesvdj")
+            "syevd", "syevj", "geev", "gesvd", "gesvdj", "trsm")
 
 
 # --- the one vocabulary ---------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_auto_never_picks_an_infeasible_strategy(routine, rng):
         with tables.using(*([table] if table else [])):
             for batch in (1, 4, 64):
                 for shape in shapes:
-                    for nrhs in ((1, 3) if routine in ("getrs", "potrs", "sytrs") else (0,)):
+                    for nrhs in ((1, 3) if routine in strategy._SOLVES else (0,)):
                         choice = strategy.choose(routine, batch, shape, "float32", nrhs=nrhs)
                         if choice.strategy != "xla":
                             assert strategy.infeasible(routine, choice.strategy, *shape,

@@ -535,7 +535,7 @@ def test_each_shipped_table_parses_and_never_loses_to_jax_where_measured(gpu):
     for (routine, dtype), points in shipped.entries.items():
         for p in points:
             shape = shape_of(p.n, p.aspect)
-            nrhs = p.nrhs if routine in ("getrs", "potrs", "sytrs") else 0
+            nrhs = p.nrhs if routine in ("getrs", "potrs", "sytrs", "trsm") else 0
             with tables.using(shipped):
                 plan = strategy.choose(routine, p.batch, shape, dtype, nrhs=nrhs)
             measured = p.time(tables.candidate_name(plan.strategy, plan.lanes))

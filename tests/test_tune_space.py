@@ -19,7 +19,7 @@ tune_module = importlib.import_module("jax_cusolver_ms._tune")
 Cell = tune_module.Cell
 
 RECTANGULAR = {"geqrf", "ormqr", "orgqr", "gesvdj", "gesvd"}
-SOLVES = {"getrs", "potrs", "sytrs"}
+SOLVES = {"getrs", "potrs", "sytrs", "trsm"}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_the_default_space_covers_every_routine_and_dtype(default_space):
     for c in cells:
         found[c.routine].add(c.dtype)
     assert set(found) == {"getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf",
-                          "sytrs", "syevj", "syevd", "gesvdj", "gesvd", "geev"}
+                          "sytrs", "syevj", "syevd", "gesvdj", "gesvd", "geev", "trsm"}
     assert all(d == set(tune_module.DTYPES) for d in found.values())
     assert tune_module.DTYPES == ("float32", "float64", "complex64", "complex128")
     # n: the ladder from 2 to 4096 for every op.

@@ -23,6 +23,8 @@
   X(jcm_geev)           \
   X(jcm_gesvd)          \
   X(jcm_gesvdj)         \
+  X(jcm_trsm)           \
+  X(jcm_trsm_small)     \
   X(jcm_matmul)         \
   X(jcm_timer_stamp)
 

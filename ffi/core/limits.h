@@ -57,6 +57,11 @@ inline constexpr int64_t kCholeskyBlock = 256;
 inline constexpr int64_t kCholeskyMinBlock = 32;
 inline constexpr int64_t kCholeskyMaxBlock = 1024;
 
+// Triangular solve (triangular_kernels.h): potrs_small_batched's layout, one warp per right-hand
+// side with a lane holding two rows, 32 warps at most per block.
+inline constexpr int64_t kTrsmSmallMaxN = 64;
+inline constexpr int64_t kTrsmSmallMaxRhs = 64;
+
 // QR (qr_kernels.h): the kernels' shared-memory scratch is n elements of the dtype, n the columns
 // (for ormqr: the dimension of C the reflectors do not run along).
 inline constexpr int64_t kQrKernelMaxN = 1024;
@@ -118,9 +123,9 @@ inline constexpr int64_t kMaxGridY = 65535;
 
 enum class Routine : int {
   kGetrf, kGetrs, kPotrf, kPotrs, kGeqrf, kOrgqr, kOrmqr, kSytrf, kSytrs, kSyevd, kSyevj,
-  kGeev, kGesvd, kGesvdj,
+  kGeev, kGesvd, kGesvdj, kTrsm,
 };
-inline constexpr int kRoutineCount = 14;
+inline constexpr int kRoutineCount = 15;
 
 // What a routine can run. looped and sequential run every routine (one library call per item).
 struct RoutineLimits {
@@ -184,6 +189,8 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
     {Routine::kGesvd, "gesvd", "", 0, false, 0, kSvdQrFirst, false, false, 0, 0, false, true},
     {Routine::kGesvdj, "gesvdj", "this project's Jacobi kernel", kGesvdjKernelMaxN, false, 0,
      kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},
+    {Routine::kTrsm, "trsm", "cuBLAS trsmBatched", 0, false, 0, "", false, false,
+     kTrsmSmallMaxN, kTrsmSmallMaxRhs, false},
 };
 
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }

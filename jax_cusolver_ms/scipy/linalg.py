@@ -2,14 +2,14 @@
 ``import jax.scipy.linalg as sla``, and nothing else in a program changes.
 
 Every name of jax.scipy.linalg is here. The functions this package implements (cho_factor,
-cho_solve, cholesky, det, eigh, inv, lu, lu_factor, lu_solve, qr, qr_multiply, solve, svd) are
-defined with JAX's own signatures (the SciPy-only arguments JAX ignores, such as overwrite_a,
-check_finite or lapack_driver, are accepted and ignored alike), return what JAX's return and run
-this package's implementation under its `auto` strategy; eigh also serves what JAX's refuses, the
-generalized problem (b) and eigvals. A call this package does not serve the same way
+cho_solve, cholesky, det, eigh, inv, lu, lu_factor, lu_solve, qr, qr_multiply, solve,
+solve_triangular, svd) are defined with JAX's own signatures (the SciPy-only arguments JAX
+ignores, such as overwrite_a, check_finite or lapack_driver, are accepted and ignored alike),
+return what JAX's return and run this package's implementation under its `auto` strategy;
+eigh also serves what JAX's refuses, the generalized problem (b) and eigvals. A call this package does not serve the same way
 (pivoting=True, an operand of a dtype its solvers do not take, ...) is JAX's own call, which
-answers or raises as JAX does. Every other name (expm,
-solve_triangular, schur, block_diag, ...) is JAX's own object, looked up on use.
+answers or raises as JAX does. Every other name (expm, schur, block_diag, ...) is JAX's own
+object, looked up on use.
 """
 import functools as _functools
 
@@ -25,6 +25,7 @@ from ..lu import lu as _jcm_lu, lu_factor as _jcm_lu_factor, lu_solve as _jcm_lu
 from ..numpy import linalg as _numpy_linalg
 from ..qr import qr as _jcm_qr, qr_multiply as _jcm_qr_multiply
 from ..svd import svd as _jcm_svd
+from ..triangular import solve_triangular as _jcm_solve_triangular
 
 __all__ = sorted(name for name in dir(_jax_linalg) if not name.startswith("_"))
 
@@ -61,6 +62,17 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     if not _served(c, b) or _rank_promotion_forbidden(c, b, _solves_vectors(c, b)):
         return _jax_linalg.cho_solve((c, lower), b, overwrite_b, check_finite)
     return _jcm_cho_solve((c, lower), b)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     debug=None, check_finite=True):
+    """jax.scipy.linalg.solve_triangular on this package's triangular solve."""
+    a, b = _jnp.asarray(a), _jnp.asarray(b)
+    if (not _served(a, b) or trans not in (0, 1, 2, "N", "T", "C")
+            or _rank_promotion_forbidden(a, b, _solves_vectors(a, b))):
+        return _jax_linalg.solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b,
+                                            debug, check_finite)
+    return _jcm_solve_triangular(a, b, trans, lower, unit_diagonal)
 
 
 def _solves_vectors(factor, b) -> bool:
