@@ -111,6 +111,10 @@ SMALL_CELL_MS = 2.0
 SAME_LOWERING_SPREAD = math.log(1 / 0.95)
 # ... and where they still are after the rounds, this many calls of each, interleaved one by one.
 INTERLEAVED_MIN_PAIRS = 15
+# The rounds --small-rounds adds leave out an impl this many times behind the cell's fastest:
+# launch gaps of microseconds cannot bridge that, and its calls would take most of the run (H200
+# eig float32 10000x3x3: JAX 5.2 s a call, 133 s for the cell in five rounds).
+ROUNDS_FAR_BEHIND = 20.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -808,7 +812,8 @@ def extra_rounds(impls: dict, timed: dict, inputs, args, same_lowering: bool = F
     launch gaps are most of the time, and one block of repeats each put the same lowering at
     +-30% of itself (H100 float32 solve 4x16, both JAX's lowering: 0.088 vs 0.141 ms). So do
     cells where `auto` runs JAX's own lowering (`same_lowering`) and the first round put the two
-    more than 5% apart either way (H100 eigh 16x512, XsyevBatched both: 26.9 vs 32.6 ms)."""
+    more than 5% apart either way (H100 eigh 16x512, XsyevBatched both: 26.9 vs 32.6 ms). The
+    rounds beyond --rounds leave out an impl ROUNDS_FAR_BEHIND times behind the fastest."""
     names = [name for name in timed if "failed" not in impls[name]]
     rounds = args.rounds
     medians = [impls[name].get("median_ms", math.inf) for name in names]
@@ -818,8 +823,12 @@ def extra_rounds(impls: dict, timed: dict, inputs, args, same_lowering: bool = F
     if same_lowering and ours and jax_ms and abs(math.log(jax_ms / ours)) > SAME_LOWERING_SPREAD:
         rounds = max(rounds, args.small_rounds)
     per_round = {name: len(impls[name]["times_ms"]) for name in names}
+    fastest = min(medians, default=math.inf)
+    far = {name for name, m in zip(names, medians) if m > ROUNDS_FAR_BEHIND * fastest}
     for r in range(1, rounds):
         for name in names if r % 2 == 0 else names[::-1]:
+            if r >= args.rounds and name in far:
+                continue
             result = impls[name]
             times = device_time_ms(timed[name], *inputs, repeats=per_round[name], warmup=1)
             pooled = result["times_ms"] + [float(t) for t in times]

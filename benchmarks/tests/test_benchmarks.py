@@ -101,6 +101,22 @@ def test_bench_pools_alternating_rounds_for_small_cells(monkeypatch, fast_ms, ro
     assert impls["jax"].get("rounds", 1) == rounds and "rounds" not in impls["jcm:looped"]
 
 
+@pytest.mark.parametrize("explicit", [1, 3])
+def test_the_small_rounds_leave_out_an_impl_far_behind(monkeypatch, explicit):
+    # JAX at seconds a call, ours at a tenth of a millisecond: the rounds the small cell adds
+    # time ours alone; rounds asked for with --rounds time both.
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+    monkeypatch.setattr(bench, "device_time_ms",
+                        lambda fn, *a, repeats, warmup: calls.append(fn) or [1.0] * repeats)
+    args = bench.parse_args(["--cpu-smoke", "--rounds", str(explicit)])
+    impls = {"jax": bench._summary([5000.0] * 3), "jcm:auto": bench._summary([0.1] * 3)}
+    bench.extra_rounds(impls, {"jax": "j", "jcm:auto": "o"}, (), args)
+    assert calls.count("o") == args.small_rounds - 1
+    assert calls.count("j") == explicit - 1
+    assert impls["jax"].get("rounds", 1) == explicit
+
+
 @pytest.mark.parametrize("ours_ms, same, rounds", [
     (6.0, True, 5), (4.0, True, 5), (5.1, True, 1), (6.0, False, 1)])
 def test_bench_pools_rounds_where_the_same_lowering_disagrees(monkeypatch, ours_ms, same,
