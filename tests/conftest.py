@@ -10,6 +10,7 @@ import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 import os
+import re
 import zlib
 
 # Four CPU devices (the CPU platform only; a GPU stays one device): the sharding tests partition
@@ -349,6 +350,21 @@ def run_in_threads(fns, inputs):
 
     with ThreadPoolExecutor(len(fns)) as pool:
         return list(pool.map(worker, range(len(fns))))
+
+
+@pytest.fixture
+def switched_off():
+    """A test of enable() leaves the process as it found it: disabled."""
+    jcm.disable()
+    yield
+    jcm.disable()
+
+
+def cuda_targets(fn, *args):
+    """The custom-call targets of jit(fn)'s CUDA lowering for operands shaped as `args`."""
+    structs = [jax.ShapeDtypeStruct(np.shape(a), np.dtype(a.dtype)) for a in args]
+    text = jax.jit(fn).trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
+    return set(re.findall(r"custom_call @(\w+)", text))
 
 
 def lowered_text(fn, shapes, dtype, platform=None):

@@ -3,7 +3,6 @@
 The CUDA lowering is checked on any machine (cross-platform lowering, with the extension built
 or claimed); the numbers on the GPU (unchanged jnp.linalg code, enabled vs not).
 """
-import re
 import threading
 import warnings
 
@@ -15,22 +14,8 @@ import pytest
 
 import jax_cusolver_ms as jcm
 from jax_cusolver_ms import dropin
-from conftest import DTYPES, assert_trees_close, param_id, random_matrix, random_rhs, requires_gpu
-
-
-@pytest.fixture
-def switched_off():
-    """Every test leaves the process as it found it: disabled."""
-    jcm.disable()
-    yield
-    jcm.disable()
-
-
-def cuda_targets(fn, *args):
-    """The custom-call targets of jit(fn)'s CUDA lowering for operands shaped as `args`."""
-    structs = [jax.ShapeDtypeStruct(np.shape(a), np.dtype(a.dtype)) for a in args]
-    text = jax.jit(fn).trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
-    return set(re.findall(r"custom_call @(\w+)", text))
+from conftest import (DTYPES, assert_trees_close, cuda_targets, param_id, random_matrix,
+                      random_rhs, requires_gpu)
 
 
 def cuda_program(fn, *args):

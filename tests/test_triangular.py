@@ -6,7 +6,6 @@ extension built or claimed); the numbers on the GPU, against SciPy in float64 fo
 combination of JAX's options.
 """
 import itertools
-import re
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +16,8 @@ import scipy.linalg
 
 import jax_cusolver_ms as jcm
 from jax_cusolver_ms import _tune, strategy
-from conftest import (DTYPES, is_complex, param_id, random_rhs, requires_gpu, rel_err,
-                      rtol_for, strategy_grid)
+from conftest import (DTYPES, cuda_targets, is_complex, param_id, random_rhs, requires_gpu,
+                      rel_err, rtol_for, strategy_grid)
 
 # left_side is always True here: a right-side solve keeps JAX's rule (test below).
 OPTIONS = [dict(lower=lower, transpose_a=transpose, conjugate_a=conjugate, unit_diagonal=unit)
@@ -26,19 +25,6 @@ OPTIONS = [dict(lower=lower, transpose_a=transpose, conjugate_a=conjugate, unit_
 # (batch, n, nrhs): the tiny and small kernel's sizes (n <= 64, nrhs <= 64), past them
 # (trsmBatched), one matrix.
 SHAPES = [(5, 3, 1), (4, 40, 7), (3, 100, 2), (2, 9, 70), (1, 16, 3)]
-
-
-@pytest.fixture
-def switched_off():
-    jcm.disable()
-    yield
-    jcm.disable()
-
-
-def cuda_targets(fn, *args):
-    structs = [jax.ShapeDtypeStruct(np.shape(a), np.dtype(a.dtype)) for a in args]
-    text = jax.jit(fn).trace(*structs).lower(lowering_platforms=("cuda",)).as_text()
-    return set(re.findall(r"custom_call @(\w+)", text))
 
 
 def triangular(rng, batch, n, dtype):

@@ -80,20 +80,15 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // One block per system: c to shared memory, then each warp solves its right-hand sides with
-// the rows in registers (kernel_util.cuh warp_solve_*): L y = b, L^H x = y for the lower
-// factor; U^H y = b, U x = y for the upper one. A warp reads its column of b in full before it
-// writes x, so x may alias b.
+// the rows in registers (kernel_util.cuh warp_solve_columns): L y = b, L^H x = y for the lower
+// factor; U^H y = b, U x = y for the upper one. x may alias b.
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     potrs_small_kernel(int n, int nrhs, bool lower, const T* c_all, const T* b_all, T* x_all) {
   const BlockSystem<T> sys = load_block_system(n, nrhs, c_all, b_all, x_all);
   auto stored = [&](int i, int k) { return sys.factor[i + k * n]; };
   auto adjoint = [&](int i, int k) { return conj_of(sys.factor[k + i * n]); };
-  auto row = [](int i) { return i; };
-  for (int j = threadIdx.x / 32; j < nrhs; j += blockDim.x / 32) {
-    const int64_t column = static_cast<int64_t>(j) * n;
-    T y[2];
-    warp_load_column(n, sys.b + column, row, y);
+  warp_solve_columns(n, nrhs, sys, [&](T(&y)[2]) {
     if (lower) {
       warp_solve_lower(n, y, stored, false);
       warp_solve_upper(n, y, adjoint, false);
@@ -101,8 +96,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       warp_solve_lower(n, y, adjoint, false);
       warp_solve_upper(n, y, stored, false);
     }
-    warp_store_column(n, sys.x + column, row, y);
-  }
+  });
 }
 
 // The tiny kernels' matrix as its lower triangle, l[i][j] for i >= j (hermitian_lower_entry);

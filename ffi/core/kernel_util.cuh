@@ -411,6 +411,21 @@ __device__ void warp_store_column(int n, T* column, Row row, const T (&y)[2]) {
   }
 }
 
+// Each warp of the block solves right-hand sides j = warp, warp + warps, ... of a block system:
+// its column of b into the layout warp_solve_* take, solve(y), the column to x. A warp reads its
+// column in full before it writes it, so x may alias b.
+template <typename T, typename Solve>
+__device__ void warp_solve_columns(int n, int nrhs, const BlockSystem<T>& sys, Solve solve) {
+  auto row = [](int i) { return i; };
+  for (int j = threadIdx.x / 32; j < nrhs; j += blockDim.x / 32) {
+    const int64_t column = static_cast<int64_t>(j) * n;
+    T y[2];
+    warp_load_column(n, sys.b + column, row, y);
+    solve(y);
+    warp_store_column(n, sys.x + column, row, y);
+  }
+}
+
 // A block size a kernel whose block size is a launch parameter takes.
 inline bool valid_threads(int threads) {
   return threads >= 32 && threads <= kMaxThreads && threads % 32 == 0;

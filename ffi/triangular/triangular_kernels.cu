@@ -15,9 +15,8 @@ namespace {
 using namespace kernel;
 
 // One block per system: A to shared memory, then each warp solves its right-hand sides with the
-// rows in registers (kernel_util.cuh warp_solve_*). op(A) is lower triangular where A's lower
-// triangle is read untransposed or its upper one transposed. A warp reads its column of b in
-// full before it writes x, so x may alias b.
+// rows in registers (kernel_util.cuh warp_solve_columns). op(A) is lower triangular where A's
+// lower triangle is read untransposed or its upper one transposed. x may alias b.
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
     trsm_small_kernel(int n, int nrhs, bool lower, TrsmOp op, bool unit, const T* a_all,
@@ -30,19 +29,14 @@ __global__ void __launch_bounds__(kMaxThreads)
       default: return conj_of(sys.factor[k + i * n]);
     }
   };
-  auto row = [](int i) { return i; };
   const bool solves_lower = lower == (op == TrsmOp::kNone);
-  for (int j = threadIdx.x / 32; j < nrhs; j += blockDim.x / 32) {
-    const int64_t column = static_cast<int64_t>(j) * n;
-    T y[2];
-    warp_load_column(n, sys.b + column, row, y);
+  warp_solve_columns(n, nrhs, sys, [&](T(&y)[2]) {
     if (solves_lower) {
       warp_solve_lower(n, y, entry, unit);
     } else {
       warp_solve_upper(n, y, entry, unit);
     }
-    warp_store_column(n, sys.x + column, row, y);
-  }
+  });
 }
 
 }  // namespace
