@@ -7,6 +7,8 @@
 #   bash benchmarks/gpu_session.sh full            # the full grid (hours on one H100)
 #   bash benchmarks/gpu_session.sh GRID [OPTIONS]  # a grid of benchmarks/grids.toml, and any
 #                                                  # options of python -m benchmarks.report
+#                                                  # (on a host of several GPUs, one process
+#                                                  # per GPU, each a --shard of the grid)
 #
 #   SANITIZE=1 bash benchmarks/gpu_session.sh      # build, then compute-sanitizer only (below)
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
@@ -257,9 +259,28 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   if python3 -c "from benchmarks import bench; import sys; sys.exit(0 if bench.jcm is not None \
 and bench.jcm.gpu_available() else 'benchmarks.bench sees no GPU through jax_cusolver_ms \
 (the extension not loaded?): ' + str(getattr(bench.jcm, '__file__', bench.JCM_IMPORT_ERROR)))"; then
-    python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs --no-plots "$@" \
-      > "$OUT/bench.log" 2>&1
-    bench_rc=$?
+    gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+    if (( gpus > 1 )); then
+      # One process per GPU, each its share of the cells and shapes (--shard k/N), then one
+      # report of them all (--render: the newest version of a cell wins).
+      pids=()
+      for (( k = 0; k < gpus; ++k )); do
+        CUDA_VISIBLE_DEVICES=$k python3 -m benchmarks.report --grid "$GRID" --shard "$k/$gpus" \
+          --out "$OUT/shard$k" --no-docs --no-plots "$@" > "$OUT/bench$k.log" 2>&1 &
+        pids+=($!)
+      done
+      bench_rc=0
+      for pid in "${pids[@]}"; do wait "$pid" || bench_rc=$?; done
+      cat "$OUT"/bench[0-9]*.log > "$OUT/bench.log"
+      rm -f "$OUT"/bench[0-9]*.log
+      python3 -m benchmarks.report --render "$OUT"/shard*/report.json --out "$OUT/report" \
+        --no-docs --no-plots >> "$OUT/bench.log" 2>&1 || bench_rc=$?
+      rm -rf "$OUT"/shard*
+    else
+      python3 -m benchmarks.report --grid "$GRID" --out "$OUT/report" --no-docs --no-plots "$@" \
+        > "$OUT/bench.log" 2>&1
+      bench_rc=$?
+    fi
   else
     echo "BENCHMARK IMPORT CHECK FAILED"
     bench_rc=1

@@ -239,12 +239,14 @@ def _stale(cell: dict, args, bench_args) -> bool:
 # --- the random shapes ----------------------------------------------------------------------------
 
 def _run_shapes(args, shapes: list[dict], earlier_at, stale, measure, write, desc: str,
-                label, outside=()) -> list[dict]:
+                label, outside=(), mine=None) -> list[dict]:
     """Measures `shapes` in order and returns the results: `earlier_at(i)` is an earlier run's
     result for shape i (--resume) or None, kept unless `stale(result)`; `measure(i, shape)`
     measures one (a runner's exception is recorded as the result); `outside`: earlier results
-    of shapes not in this run, kept after them. `write(results)` after every shape, the earlier
-    results not reached yet included, so that a run killed mid-shape loses none."""
+    of shapes not in this run, kept after them; `mine(i)`: whether this process measures shape
+    i (--shard: another measures the rest, whose earlier results are kept). `write(results)`
+    after every shape, the earlier results not reached yet included, so that a run killed
+    mid-shape loses none."""
     results = []
     bar = _progress(len(shapes), desc)
     budget = getattr(args, "budget_s", None)
@@ -261,6 +263,10 @@ def _run_shapes(args, shapes: list[dict], earlier_at, stale, measure, write, des
                       flush=True)
                 break
             result = earlier_at(index)
+            if mine is not None and not mine(index):
+                if result is not None:
+                    results.append(result)
+                continue
             if result is None or stale(result):
                 try:
                     result = measure(index, shape)
@@ -287,23 +293,23 @@ def run_random(args, bench_args, shapes: list[dict], write, done=()) -> list[dic
     `done`: entries of an earlier run with the same seed (--resume), kept where they are the
     shape drawn at their index and not stale (_stale). `write(entries)` after every shape."""
     earlier = {e.get("index"): e for e in done}
+    # Each shape says which of the draw it is, measured or failed, whatever a shard skips.
+    shapes = [dict(shape, index=index) for index, shape in enumerate(shapes)]
 
     def earlier_at(i):
         e = earlier.get(i)
         return e if e is not None and all(e.get(k) == v for k, v in shapes[i].items()) else None
 
     def measure(index, shape):
-        return bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"], shape["n"],
-                              bench_args, None, seed=bench_args.seed + index, rows=shape["m"],
-                              nrhs=shape["nrhs"])
+        result = bench.run_cell(bench.OPS[shape["op"]], shape["dtype"], shape["batch"],
+                                shape["n"], bench_args, None, seed=bench_args.seed + index,
+                                rows=shape["m"], nrhs=shape["nrhs"])
+        return dict(result, index=index)
 
-    def indexed(entries):  # a new entry, measured or failed, says which shape it is
-        for index, entry in enumerate(entries[:len(shapes)]):
-            entry.setdefault("index", index)
-        write(entries)
-
+    shard = getattr(args, "shard", None)
+    mine = None if shard is None else (lambda i: i % shard[1] == shard[0])
     return _run_shapes(args, shapes, earlier_at, lambda e: _stale(e, args, bench_args), measure,
-                       indexed, "random", random_shapes.label)
+                       write, "random", random_shapes.label, mine=mine)
 
 
 # --- tall-skinny and wide ---------------------------------------------------------------------
@@ -554,10 +560,10 @@ def parse_args(argv=None):
                    help="start no cell after this many seconds; the report then covers the "
                         "cells done, and --resume goes on with the rest")
     m.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                   help="measure every N-th square cell from the K-th (0-based) only, e.g. one "
-                        "process per GPU of a host, each with its own --out; --render then "
-                        "merges the shards' report.json files, the newest version of a cell "
-                        "winning")
+                   help="measure every N-th square cell and random shape from the K-th "
+                        "(0-based) only, e.g. one process per GPU of a host, each with its own "
+                        "--out; --render then merges the shards' report.json files, the newest "
+                        "version of a cell winning")
     r = p.add_argument_group("resuming a long grid")
     r.add_argument("--resume", nargs="?", const=True, default=None, metavar="JSON",
                    help="keep the cells an earlier run finished (errors are measured again): "

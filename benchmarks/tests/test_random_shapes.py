@@ -295,6 +295,29 @@ def test_report_random_stops_at_its_budget_and_keeps_the_earlier_shapes(monkeypa
     assert [e["index"] for e in written[-1]] == [0, 1, 2, 4]
 
 
+def test_report_random_shards_measure_their_shapes_and_keep_the_others(monkeypatch):
+    # One process per GPU: shard k of 2 measures shapes k, k + 2, ...; the other shard's
+    # earlier results ride along, each entry says its own index.
+    report = importlib.import_module("benchmarks.report")
+    measured = []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed, rows, nrhs):
+        measured.append(seed)
+        return {"op": op.name, "dtype": dtype, "batch": batch, "m": rows, "n": n, "nrhs": nrhs,
+                "status": "ok", "impls": {"jax": {"median_ms": 1.0}}}
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    shapes = random_shapes.draw_shapes(5, seed=2, max_n=16)
+    earlier = [dict(shapes[2], index=2, status="ok", impls={}, mark="kept")]
+    args = type("Args", (), dict(budget_s=None, shard=(1, 2)))()
+    entries = report.run_random(args, type("B", (), dict(seed=100, lanes=None))(), shapes,
+                                lambda e: None, earlier)
+    assert measured == [101, 103]
+    assert [e["index"] for e in entries] == [1, 2, 3] and entries[1]["mark"] == "kept"
+    assert all(e["op"] == shapes[e["index"]]["op"] for e in entries)
+
+
 def test_report_random_options_and_grids():
     report = importlib.import_module("benchmarks.report")
     args, _ = report.parse_args(["--random", "5"])
