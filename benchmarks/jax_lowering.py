@@ -35,8 +35,8 @@ RULE = ("JAX's GPU lowering makes one cuSOLVER call per matrix for eig and eigva
         "above n = 32, for qr and qr_multiply (orgqr, ormqr) above n = 128, and for the LU ops "
         "(lu_factor, solve, inv, det) and the QR ops (geqrf) where "
         "n // batch > 128; never for cholesky and cho_solve "
-        "(potrfBatched), solve_triangular (trsmBatched), eigh and eigvalsh (syevjBatched, XsyevBatched), nor for a batch of one "
-        "(jax_cusolver_ms/_jax_lowering.py).")
+        "(potrfBatched), solve_triangular (trsmBatched), eigh and eigvalsh (syevjBatched, "
+        "XsyevBatched), nor for a batch of one (jax_cusolver_ms/_jax_lowering.py).")
 
 
 def jax_loops(op: str, dtype: str, batch: int, n: int) -> bool:

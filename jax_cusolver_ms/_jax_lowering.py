@@ -65,7 +65,8 @@ def _always(batch: int, n: int, itemsize: int) -> bool:
 # Per routine of this package's tables (strategy.ROUTINE_OF), the rule of the JAX lowering that
 # the routine's "xla" candidate times. The triangular solves after an LU or a Cholesky are XLA's
 # triangular-solve thunk (cuBLAS trsmBatched for a batch of more than one): a solve loops where
-# its factorization does, and a triangular solve alone (trsm) never. LDL^T has no JAX lowering; its JAX column in the report is an LU.
+# its factorization does, and a triangular solve alone (trsm) never. LDL^T has no JAX lowering;
+# its JAX column in the report is an LU.
 RULES = {"getrf": _getrf_loops, "getrs": _getrf_loops, "geqrf": _getrf_loops,
          "sytrf": _getrf_loops, "sytrs": _getrf_loops,
          "orgqr": _householder_loops, "ormqr": _householder_loops,

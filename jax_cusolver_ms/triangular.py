@@ -21,7 +21,7 @@ from ._compat import NOT_MAPPED, ad
 from ._primitive import SOLVER_DTYPES, SolverPrimitive, ffi_solver_call
 
 # scipy.linalg.solve_triangular's `trans` -> (transpose_a, conjugate_a): op(A) = A, A^T, A^H.
-_TRANS = {0: (False, False), "N": (False, False), 1: (True, False), "T": (True, False),
+TRANS = {0: (False, False), "N": (False, False), 1: (True, False), "T": (True, False),
           2: (True, True), "C": (True, True)}
 
 
@@ -147,10 +147,10 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     FutureWarning). overwrite_b, debug and check_finite are accepted and ignored, as JAX
     does."""
     del overwrite_b, debug, check_finite
-    if trans not in _TRANS:
+    if trans not in TRANS:
         raise ValueError(f"solve_triangular: invalid trans {trans!r}; expected 0, 1, 2, 'N', "
                          "'T' or 'C'")
-    transpose_a, conjugate_a = _TRANS[trans]
+    transpose_a, conjugate_a = TRANS[trans]
     a, b = promote("solve_triangular", a, b)
     a = as_matrix("solve_triangular", a, square=True)
     b, vector = factor_rhs("solve_triangular", a, b, "a")

@@ -52,7 +52,8 @@ def test_every_routine_has_its_limits():
     assert constants["lu_tiny_max_n"] == constants["cholesky_tiny_max_n"] == max(TINY_KERNEL_N)
     assert constants["syevj_tiny_max_n"] == constants["gesvdj_tiny_max_n"] == max(TINY_KERNEL_N)
     assert constants["qr_tiny_max_n"] == constants["geev_tiny_max_n"] == max(TINY_KERNEL_N)
-    assert routines["geev"]["batched_max_n"] == routines["geev"]["small_max_n"] == max(TINY_KERNEL_N)
+    geev = routines["geev"]
+    assert geev["batched_max_n"] == geev["small_max_n"] == max(TINY_KERNEL_N)
     assert constants["lu_tiny_max_nrhs"] == constants["cholesky_tiny_max_nrhs"] == 4
     assert routines["syevj"]["batched_max_n"] == constants["syevj_kernel_max_n"]
     assert routines["sytrf"]["batched_max_n"] == constants["ldl_kernel_max_n"]

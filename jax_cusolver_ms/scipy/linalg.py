@@ -6,10 +6,10 @@ cho_solve, cholesky, det, eigh, inv, lu, lu_factor, lu_solve, qr, qr_multiply, s
 solve_triangular, svd) are defined with JAX's own signatures (the SciPy-only arguments JAX
 ignores, such as overwrite_a, check_finite or lapack_driver, are accepted and ignored alike),
 return what JAX's return and run this package's implementation under its `auto` strategy;
-eigh also serves what JAX's refuses, the generalized problem (b) and eigvals. A call this package does not serve the same way
-(pivoting=True, an operand of a dtype its solvers do not take, ...) is JAX's own call, which
-answers or raises as JAX does. Every other name (expm, schur, block_diag, ...) is JAX's own
-object, looked up on use.
+eigh also serves what JAX's refuses, the generalized problem (b) and eigvals. A call this
+package does not serve the same way (pivoting=True, an operand of a dtype its solvers do not
+take, ...) is JAX's own call, which answers or raises as JAX does. Every other name (expm,
+schur, block_diag, ...) is JAX's own object, looked up on use.
 """
 import functools as _functools
 
@@ -25,7 +25,7 @@ from ..lu import lu as _jcm_lu, lu_factor as _jcm_lu_factor, lu_solve as _jcm_lu
 from ..numpy import linalg as _numpy_linalg
 from ..qr import qr as _jcm_qr, qr_multiply as _jcm_qr_multiply
 from ..svd import svd as _jcm_svd
-from ..triangular import solve_triangular as _jcm_solve_triangular
+from ..triangular import TRANS as _TRANS, solve_triangular as _jcm_solve_triangular
 
 __all__ = sorted(name for name in dir(_jax_linalg) if not name.startswith("_"))
 
@@ -68,7 +68,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
                      debug=None, check_finite=True):
     """jax.scipy.linalg.solve_triangular on this package's triangular solve."""
     a, b = _jnp.asarray(a), _jnp.asarray(b)
-    if (not _served(a, b) or trans not in (0, 1, 2, "N", "T", "C")
+    if (not _served(a, b) or trans not in _TRANS
             or _rank_promotion_forbidden(a, b, _solves_vectors(a, b))):
         return _jax_linalg.solve_triangular(a, b, trans, lower, unit_diagonal, overwrite_b,
                                             debug, check_finite)
