@@ -21,6 +21,7 @@ from ._common import (ELEMENTWISE_CHECK_MAX_ENTRIES, as_matrix, batch_size, batc
                       broadcast_batch, factor_rhs, matmul, nan_for_nonfinite_input, nan_where,
                       nonfinite_matrices, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
+from .triangular import solve_in_jax_path
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
 
@@ -113,12 +114,26 @@ def _getrs_jax(lu, pivots, b, *, trans, strategy, lanes):
     return [jax.scipy.linalg.lu_solve((lu, pivots), b, trans=trans)]
 
 
+def _getrs_jax_pieces(lu, pivots, b, *, trans):
+    """JAX's lu_solve (jax._src.lax.linalg._lu_solve_core) with each triangular solve taking
+    its own measured choice: on CUDA where `auto` hands getrs to JAX."""
+    n = lu.shape[-1]
+    solve = functools.partial(solve_in_jax_path, lu)
+    permutation = lax.linalg.lu_pivots_to_permutation(pivots, n)[..., :, None]
+    if trans == 0:
+        x = solve(jnp.take_along_axis(b, permutation, axis=-2), lower=True, unit_diagonal=True)
+        return [solve(x, lower=False)]
+    adjoint = dict(transpose_a=True, conjugate_a=trans == 2)
+    x = solve(solve(b, lower=False, **adjoint), lower=True, unit_diagonal=True, **adjoint)
+    return [jnp.take_along_axis(x, jnp.argsort(permutation, axis=-2), axis=-2)]
+
+
 def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
     n = lu.shape[-1]
     choice = _strategy.choose("getrs", batch_size(lu, 2), (n, n), lu.dtype, strategy, lanes,
                               nrhs=b.shape[-1])
     if not choice.uses_ffi:
-        return _getrs_jax(lu, pivots, b, trans=trans, strategy=strategy, lanes=lanes)
+        return _getrs_jax_pieces(lu, pivots, b, trans=trans)
     if choice.runs_small_kernel:  # one launch, JAX's 0-based pivots as they are
         return [ffi_solver_call("jcm_getrs_small", [lu, pivots, b],
                                 [jax.ShapeDtypeStruct(b.shape, b.dtype)],
