@@ -600,7 +600,7 @@ OPS = {
         Op("eigvalsh", jnp.linalg.eigvalsh, "linalg.eigvalsh", _symmetric, _eigvalsh_error,
            routine="eigh"),
         Op("generalized_eigh", _jnp_generalized_eigh, None, _definite_pair,
-           _generalized_eigh_error, routine="eigh"),
+           _generalized_eigh_error, routine="sygvd"),
         Op("eig", jnp.linalg.eig, "linalg.eig", _general, _eig_error, routine="geev"),
         Op("eigvals", jnp.linalg.eigvals, "linalg.eigvals", _general, _eigvals_error,
            routine="geev"),

@@ -66,12 +66,14 @@ def _always(batch: int, n: int, itemsize: int) -> bool:
 # the routine's "xla" candidate times. The triangular solves after an LU or a Cholesky are XLA's
 # triangular-solve thunk (cuBLAS trsmBatched for a batch of more than one): a solve loops where
 # its factorization does, and a triangular solve alone (trsm) never. LDL^T has no JAX lowering;
-# its JAX column in the report is an LU.
+# its JAX column in the report is an LU. JAX has no generalized eigh: sygvd's "xla" candidate
+# is the reduction, whose eigh loops where JAX's own eigh does.
 RULES = {"getrf": _getrf_loops, "getrs": _getrf_loops, "geqrf": _getrf_loops,
          "sytrf": _getrf_loops, "sytrs": _getrf_loops,
          "orgqr": _householder_loops, "ormqr": _householder_loops,
          "potrf": _never, "potrs": _never, "syevj": _never, "syevd": _syevd_loops,
-         "gesvdj": _gesvdj_loops, "gesvd": _always, "geev": _always, "trsm": _never}
+         "gesvdj": _gesvdj_loops, "gesvd": _always, "geev": _always, "trsm": _never,
+         "sygvd": _syevd_loops}
 
 
 # Routines whose batched call is far faster than the loop JAX switches to: gesvdjBatched runs a

@@ -39,6 +39,7 @@ import concurrent.futures
 import dataclasses
 import fractions
 import functools
+import importlib
 import json
 import math
 import statistics
@@ -116,6 +117,13 @@ def _hermitian(key, batch, rows, cols, nrhs, dtype):
     return ((a + jnp.conj(jnp.swapaxes(a, -1, -2))) / 2,)
 
 
+def _definite_pair(key, batch, rows, cols, nrhs, dtype):
+    """A Hermitian A and a Hermitian positive definite B: a generalized eigenproblem."""
+    ka, kb = jax.random.split(key)
+    return _hermitian(ka, batch, rows, cols, nrhs, dtype) + _hpd(kb, batch, rows, cols, nrhs,
+                                                                  dtype)
+
+
 def _symmetric(key, batch, rows, cols, nrhs, dtype):
     """Symmetric, also for complex dtypes: what ldl_factor factors (hermitian=False)."""
     (a,) = _general(key, batch, rows, cols, nrhs, dtype)
@@ -162,6 +170,10 @@ def _jcm():
     import jax_cusolver_ms
 
     return jax_cusolver_ms
+
+
+def _eigh_module():
+    return importlib.import_module("jax_cusolver_ms.eigh")  # the package's `eigh` is the function
 
 
 def _square(rows, cols):
@@ -217,6 +229,10 @@ WORKLOADS = {w.op: w for w in [
     Workload("ldl_solve", lambda ld, piv, b, **kw: _jcm().ldl_solve(ld, piv, b, **kw), None,
              _ldl_and_rhs, solve=True),
     Workload("eigh", lambda a, **kw: _jcm().eigh(a, **kw), jnp.linalg.eigh, _hermitian),
+    # JAX has no generalized eigh: the "xla" candidate is the reduction that `auto` runs for it
+    # (its parts each by their own choice).
+    Workload("generalized_eigh", lambda a, b, **kw: _jcm().generalized_eigh(a, b, **kw),
+             lambda a, b: _eigh_module()._sygvd_reduction(a, b, itype=1), _definite_pair),
     Workload("svd", lambda a, **kw: _jcm().svd(a, **kw), jnp.linalg.svd, _general, _any_shape),
     Workload("eig", lambda a, **kw: _jcm().eig(a, **kw), jnp.linalg.eig, _general),
 ]}

@@ -25,7 +25,9 @@ from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .cholesky import _hermitian_from_lower, cholesky
 from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
-                      mh, nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
+                      mh, nan_for_nonfinite_input, nan_unless_ok, nan_where, nonfinite_matrices,
+                      promote, resolve_params)
+from .triangular import solve_triangular
 
 
 def _real_dtype(dtype):
@@ -168,9 +170,85 @@ def eigvalsh(a, UPLO="L", *, symmetrize_input=True, implementation=None, strateg
                  implementation, strategy, lanes)[1]
 
 
-# --- the generalized problem --------------------------------------------------------------------
+# --- the generalized problem: sygvd -------------------------------------------------------------
+# Type 1 A x = w B x, type 2 A B x = w x, type 3 B A x = w x, B positive definite, on Hermitian
+# a and b with both triangles set (generalized_eigh makes them so); returns (eigenvectors,
+# eigenvalues), the eigenvalues ascending, the eigenvectors v^H B v = I (type 3: v^H B^-1 v = I).
 
 GENERALIZED_TYPES = (1, 2, 3)
+
+
+def _sygvd_shapes(a, b, *, itype, strategy, lanes):
+    n = a.shape[-1]
+    if a.shape != (n, n) or b.shape != (n, n) or a.dtype != b.dtype:
+        raise ValueError(f"sygvd: a {a.shape} {a.dtype} and b {b.shape} {b.dtype} must be "
+                         "square matrices of one order and dtype")
+    return [(a.shape, a.dtype), ((n,), _real_dtype(a.dtype))]
+
+
+def _sygvd_reduction(a, b, *, itype, strategy=None, lanes=None):
+    """The reduction to a standard problem: B = L L^H (this package's Cholesky), C = L^-1 A L^-H
+    (type 1) or L^H A L (types 2 and 3), C = Y diag(w) Y^H (this package's eigh), v = L^-H Y
+    (types 1 and 2) or L Y (type 3), each part by its own choice of strategy. A B that is not
+    positive definite gives NaN from the Cholesky on."""
+    del strategy, lanes  # JAX's own parts on the CPU; on CUDA `auto` hands the call here
+    l = cholesky(b, symmetrize_input=False)
+    solve = functools.partial(solve_triangular, lower=True)
+    c = solve(l, mh(solve(l, a))) if itype == 1 else matmul(mh(l), matmul(a, l))
+    y, w = _eigh("generalized_eigh", c, True, True, None, None, None)
+    return [matmul(l, y) if itype == 3 else solve(l, y, trans="C"), w]
+
+
+def _sygvd_cuda(a, b, *, itype, strategy, lanes):
+    n = a.shape[-1]
+    choice = _strategy.choose("sygvd", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
+    if not choice.uses_ffi:
+        return _sygvd_reduction(a, b, itype=itype)
+    # A matrix holding NaN or Inf goes in as the identity (neither routine is asked to iterate
+    # on it) and comes out NaN, as a B that is not positive definite (info > n) does.
+    bad = nonfinite_matrices(a) | nonfinite_matrices(b)
+    eye = batched_eye(n, a.dtype, a.ndim)
+    a, b = (jnp.where(bad[..., None, None], eye, x) for x in (a, b))
+    v, _factor, w, info = ffi_solver_call(
+        "jcm_sygvd", [a, b],
+        [jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(b.shape, b.dtype),
+         jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
+        matrix_operands={0, 1}, matrix_results={0, 1}, aliases={0: 0, 1: 1},
+        itype=itype, lower=True, choice=choice)
+    failed = bad | (info != 0)
+    return [nan_where(failed, v), nan_where(failed, w)]
+
+
+sygvd = SolverPrimitive("jcm_sygvd", core_ranks=(2, 2), shape_rule=_sygvd_shapes,
+                        jax_impl=_sygvd_reduction, cuda_impl=_sygvd_cuda)
+
+
+def _sygvd_jvp(primals, tangents, *, itype, strategy, lanes):
+    # Type 1, A V = B V W with V^H B V = I, perturbed: with C = V^H A' V and D = V^H B' V,
+    # w_i' = C_ii - w_i D_ii and V' = V X, X_ij = (C_ij - w_j D_ij) / (w_j - w_i) off the
+    # diagonal, X_ii = -D_ii / 2 (distinct eigenvalues; syevd's rule where B = I). Type 2 is
+    # type 1 of (B A B, B), so C = D W + (B V)^H A' (B V) + W D; type 3 is type 2 in U = B^-1 V,
+    # and V' = B' U + B U'.
+    (a, b), (a_dot, b_dot) = primals, tangents
+    v, w_real = sygvd.bind(a, b, itype=itype, strategy=strategy, lanes=lanes)
+    a_dot, b_dot = ad.instantiate_zeros(a_dot), ad.instantiate_zeros(b_dot)
+    w = w_real.astype(a.dtype)
+    u = jnp.linalg.solve(b, v) if itype == 3 else v
+    d = matmul(matmul(mh(u), b_dot), u)
+    if itype == 1:
+        c = matmul(matmul(mh(v), a_dot), v)
+    else:
+        bu = matmul(b, u)
+        c = d * w[..., None, :] + matmul(matmul(mh(bu), a_dot), bu) + w[..., :, None] * d
+    eye = batched_eye(a.shape[-1], a.dtype, a.ndim)
+    f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye  # 1 / (w_j - w_i), 0 on the diagonal
+    u_dot = matmul(u, f * (c - d * w[..., None, :]) - eye * d / 2)
+    w_dot = jnp.real(jnp.diagonal(c, axis1=-2, axis2=-1) - w * jnp.diagonal(d, axis1=-2, axis2=-1))
+    v_dot = matmul(b_dot, u) + matmul(b, u_dot) if itype == 3 else u_dot
+    return [v, w_real], [v_dot, w_dot]
+
+
+sygvd.defjvp(_sygvd_jvp)
 
 
 def _subset(op, subset, n, name="subset_by_index"):
@@ -192,11 +270,11 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
     I); only w with eigvals_only. subset_by_index (lo, hi): the eigenvalues lo .. hi, both
     included (SciPy's convention), and their vectors. Batch dims of a and b broadcast.
 
-    The reduction to a standard problem: B = L L^H (this package's Cholesky), C = L^-1 A L^-H
-    (type 1) or L^H A L (types 2 and 3), C = Y diag(w) Y^H (this package's eigh), v = L^-H Y
-    (types 1 and 2) or L Y (type 3). A matrix whose B is not positive definite, or that holds
-    NaN or Inf, comes out NaN, leaving the others. Differentiable (by composition), where the
-    eigenvalues are distinct."""
+    On CUDA `auto` picks from the measured table: cuSOLVER's Xsygvd per matrix on lanes,
+    XsygvStridedBatched, or the reduction to a standard problem (B = L L^H, C = L^-1 A L^-H or
+    L^H A L, the eigh of C, the vectors back through L), its parts each by their own choice. A
+    matrix whose B is not positive definite, or that holds NaN or Inf, comes out NaN, leaving
+    the others. Differentiable where the eigenvalues are distinct."""
     op = "generalized_eigh"
     if type not in GENERALIZED_TYPES:
         raise ValueError(f"{op}: type must be one of {GENERALIZED_TYPES}, got {type!r}")
@@ -211,16 +289,7 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
         lo, hi = _subset(op, subset_by_index, n)
     # The Hermitian matrices the named triangles define (as LAPACK reads them).
     a, b = (_hermitian_from_lower(x if lower else mh(x)) for x in (a, b))
-    params = dict(strategy=strategy, lanes=lanes)
-    l = cholesky(b, symmetrize_input=False, **params)
-    solve = functools.partial(jax.scipy.linalg.solve_triangular, lower=True)
-    if type == 1:
-        c = solve(l, mh(solve(l, a)))
-    else:
-        c = matmul(mh(l), matmul(a, l))
-    v, w = _eigh(op, c, True, True, None, strategy, lanes)
+    v, w = sygvd.bind(a, b, itype=type, **resolve_params(strategy, lanes))
     if subset_by_index is not None:
         w, v = w[..., lo:hi + 1], v[..., :, lo:hi + 1]
-    if eigvals_only:
-        return w
-    return w, (matmul(l, v) if type == 3 else solve(l, v, trans="C"))
+    return w if eigvals_only else (w, v)

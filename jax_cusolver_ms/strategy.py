@@ -109,7 +109,8 @@ ROUTINE_OF = {"lu": "getrf", "lu_factor": "getrf", "det": "getrf", "slogdet": "g
               "ldl_factor": "sytrf", "ldl_solve": "sytrs",
               "eigh": "syevd", "eigvalsh": "syevd", "lax_eigh": "syevd",
               "eig": "geev", "eigvals": "geev", "lax_eig": "geev",
-              "solve_triangular": "trsm", "triangular_solve": "trsm"}
+              "solve_triangular": "trsm", "triangular_solve": "trsm",
+              "generalized_eigh": "sygvd"}
 # Public ops built on the SVD: their routine depends on the shape (see svd_routine).
 SVD_OPS = {"svd", "svdvals", "pinv", "matrix_rank", "lstsq", "norm", "cond"}
 EIGH_OPS = {"eigh", "eigvalsh", "lax_eigh"}

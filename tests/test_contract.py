@@ -393,7 +393,7 @@ OPS = [
     Op("eigh", jcm.eigh, jnp.linalg.eigh, build_hermitian, ("syevd",), invariant=eigh_invariant),
     Op("eigvalsh", jcm.eigvalsh, jnp.linalg.eigvalsh, build_hermitian, ("syevd",)),
     Op("generalized_eigh", jcm.generalized_eigh, generalized_eigh_reference, build_definite_pair,
-       ("potrf", "syevd"), invariant=eigh_invariant),
+       ("sygvd",), invariant=eigh_invariant),
     Op("eig", jcm.eig, jnp.linalg.eig, build_square("general"), ("geev",), cond=100,
        invariant=eig_invariant),
     Op("eigvals", jcm.eigvals, jnp.linalg.eigvals, build_square("general"), ("geev",), cond=100,

@@ -450,6 +450,68 @@ def test_generalized_eigh_is_scipys(rng, shape, dtype, type_, lower):
         assert residual <= tol and defect <= tol, (residual, defect)
 
 
+@pytest.mark.parametrize("type_", [1, 2, 3])
+@pytest.mark.parametrize("shape,dtype,strategy", strategy_grid([(3, 6, 6), (2, 40, 40), (1, 1, 1),
+                                                                (0, 4, 4)], DTYPES), ids=ids)
+def test_generalized_eigh_on_every_path_is_scipys(rng, shape, dtype, strategy, type_):
+    # Every strategy of sygvd (Xsygvd on lanes or XLA's stream, XsygvStridedBatched; auto: the
+    # reduction where nothing is measured), with a NaN matrix and a B that is not definite
+    # failing alone.
+    import scipy.linalg
+    a, b = _definite_pair(rng, shape, dtype)
+    poisoned = shape[0] >= 3
+    if poisoned:
+        a[0, 0, 0] = np.nan
+        b[1] = -b[1]
+    call = lambda a, b: jcm.generalized_eigh(a, b, type=type_, strategy=strategy, lanes=2)
+    w, v = (np.asarray(x) for x in jit_call(call, a, b))
+    assert w.shape == shape[:-1] and v.shape == shape
+    n = shape[-1]
+    tol = rtol_for(dtype, n, 100)
+    for i in range(shape[0]):
+        if poisoned and i < 2:
+            assert np.isnan(w[i]).all() and np.isnan(v[i]).all(), i
+            continue
+        w_ref = scipy.linalg.eigh(widened(a[i]), widened(b[i]), type=type_, eigvals_only=True)
+        assert rel_err(w[i], w_ref, 1) <= tol, i
+        residual, defect = _generalized_residual(a[i], b[i], w[i], v[i], type_)
+        assert residual <= tol and defect <= tol, (i, residual, defect)
+
+
+@pytest.mark.parametrize("type_", [1, 2, 3])
+def test_generalized_eigh_derivatives_by_types(rng, type_):
+    # The JVP rule's three cases against finite differences of the primal (w, and the
+    # gauge-free V diag(w) V^H), forward and reverse.
+    a, b = _definite_pair(rng, (2, 4, 4), np.float64)
+    check_grads(lambda a, b: jcm.generalized_eigh(a, b, type=type_, eigvals_only=True), (a, b),
+                order=1, modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+    check_grads(lambda a, b: (lambda w, v: (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2))(
+        *jcm.generalized_eigh(a, b, type=type_)), (a, b), order=1, modes=("fwd", "rev"),
+        atol=1e-5, rtol=1e-5)
+
+
+def test_generalized_eigh_complex_derivative(rng):
+    a, b = _definite_pair(rng, (3, 3), np.complex128)
+    check_grads(lambda a, b: jcm.generalized_eigh(a, b, eigvals_only=True), (a, b), order=1,
+                modes=("fwd", "rev"), atol=1e-5, rtol=1e-5)
+
+
+def test_generalized_eigh_lowers_to_sygvd_or_the_reduction(rng, claim_extension):
+    from conftest import cuda_targets, table_where_ours_wins
+    from jax_cusolver_ms import tables
+
+    a, b = _definite_pair(rng, (8, 6, 6), np.float32)
+    with tables.using(table_where_ours_wins()):
+        assert "jcm_sygvd" in cuda_targets(lambda a, b: jcm.generalized_eigh(a, b, type=2), a, b)
+    # Nothing measured: the reduction, its parts each JAX's own here.
+    reduction = cuda_targets(lambda a, b: jcm.generalized_eigh(a, b, type=3), a, b)
+    assert "jcm_sygvd" not in reduction and reduction
+    for strategy in ("looped", "sequential", "batched"):
+        targets = cuda_targets(
+            lambda a, b: jcm.generalized_eigh(a, b, eigvals_only=True, strategy=strategy), a, b)
+        assert {t for t in targets if t.startswith("jcm_")} == {"jcm_sygvd"}, strategy
+
+
 def test_generalized_eigh_subsets_broadcasts_and_the_scipy_mirror(rng):
     import scipy.linalg
 

@@ -20,7 +20,7 @@ from conftest import TINY_KERNEL_N, requires_extension
 pytestmark = pytest.mark.skipif(_ffi.limits is None, reason="_jcm_limits is not built")
 
 ROUTINES = ("getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf", "sytrs",
-            "syevd", "syevj", "geev", "gesvd", "gesvdj", "trsm")
+            "syevd", "syevj", "geev", "gesvd", "gesvdj", "trsm", "sygvd")
 
 
 # --- the one vocabulary ---------------------------------------------------------------------------

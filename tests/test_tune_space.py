@@ -33,7 +33,8 @@ def test_the_default_space_covers_every_routine_and_dtype(default_space):
     for c in cells:
         found[c.routine].add(c.dtype)
     assert set(found) == {"getrf", "getrs", "potrf", "potrs", "geqrf", "orgqr", "ormqr", "sytrf",
-                          "sytrs", "syevj", "syevd", "gesvdj", "gesvd", "geev", "trsm"}
+                          "sytrs", "syevj", "syevd", "gesvdj", "gesvd", "geev", "trsm",
+                          "sygvd"}
     assert all(d == set(tune_module.DTYPES) for d in found.values())
     assert tune_module.DTYPES == ("float32", "float64", "complex64", "complex128")
     # n: the ladder from 2 to 4096 for every op.

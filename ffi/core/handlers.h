@@ -20,6 +20,7 @@
   X(jcm_sytrf)          \
   X(jcm_sytrs)          \
   X(jcm_syevd)          \
+  X(jcm_sygvd)          \
   X(jcm_geev)           \
   X(jcm_gesvd)          \
   X(jcm_gesvdj)         \

@@ -123,9 +123,9 @@ inline constexpr int64_t kMaxGridY = 65535;
 
 enum class Routine : int {
   kGetrf, kGetrs, kPotrf, kPotrs, kGeqrf, kOrgqr, kOrmqr, kSytrf, kSytrs, kSyevd, kSyevj,
-  kGeev, kGesvd, kGesvdj, kTrsm,
+  kGeev, kGesvd, kGesvdj, kTrsm, kSygvd,
 };
-inline constexpr int kRoutineCount = 15;
+inline constexpr int kRoutineCount = 16;
 
 // What a routine can run. looped and sequential run every routine (one library call per item).
 struct RoutineLimits {
@@ -191,6 +191,8 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
      kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},
     {Routine::kTrsm, "trsm", "cuBLAS trsmBatched", 0, false, 0, "", false, false,
      kTrsmSmallMaxN, kTrsmSmallMaxRhs, false},
+    {Routine::kSygvd, "sygvd", "cuSOLVER XsygvStridedBatched", 0, false, 0, "", false, false, 0,
+     0, false},
 };
 
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }
@@ -206,15 +208,16 @@ struct CallShape {
 };
 
 // Whether `s` of `r` passes the call's sizes on as int: every path but the 64-bit generic API
-// (cusolverDnX...) that looped and sequential call for sytrs, syevd, geev and gesvd, and the
-// batched syevd's XsyevBatched. (The small kernels: their n is far below it.)
+// (cusolverDnX...) that looped and sequential call for sytrs, syevd, geev, gesvd and sygvd, and
+// the batched syevd's XsyevBatched and sygvd's XsygvStridedBatched. (The small kernels: their n
+// is far below it.)
 constexpr bool int_sizes(Routine r, Strategy s) {
   switch (s) {
     case Strategy::kLooped:
     case Strategy::kSequential:
       return r != Routine::kSytrs && r != Routine::kSyevd && r != Routine::kGeev &&
-             r != Routine::kGesvd;
-    case Strategy::kBatched: return r != Routine::kSyevd;
+             r != Routine::kGesvd && r != Routine::kSygvd;
+    case Strategy::kBatched: return r != Routine::kSyevd && r != Routine::kSygvd;
     case Strategy::kBlocked: return true;
   }
   return true;

@@ -1,7 +1,8 @@
 // The symmetric/Hermitian eigendecomposition as traits for run_looped: divide and conquer
 // (Xsyevd per item, XsyevBatched for the batched strategy) or Jacobi (syevj per item, this
 // project's Jacobi kernel for the batched strategy, n <= limits::kSyevjKernelMaxN,
-// eigh_kernels.cu).
+// eigh_kernels.cu); and the generalized problem with B positive definite (Xsygvd per item,
+// XsygvStridedBatched for the batched strategy).
 
 #include "core/handler_util.h"
 #include "eigh/eigh_kernels.h"
@@ -131,6 +132,78 @@ struct syevd_traits {
   }
 };
 
+// --- Generalized: A x = w B x (type 1), A B x = w x (2), B A x = w x (3), B definite --------
+
+template <typename T>
+struct sygvd_traits {
+  static constexpr const char* kName = "sygvd";
+  static constexpr bool kInputsOnHostSync = true;  // a 64-bit API routine (driver.h)
+  static constexpr cusolverEigMode_t kJobz = CUSOLVER_EIG_MODE_VECTOR;
+  InPlace<T> io;  // the triangle `uplo` of A in, the eigenvectors out
+  T* b;           // the triangle `uplo` of B in (the handler's copy), its Cholesky factor out
+  int64_t n;
+  cusolverEigType_t itype;
+  cublasFillMode_t uplo;
+  real_t<T>* w;
+
+  std::string workspace_key() const {
+    return shape_key<T>({n, static_cast<int64_t>(itype), uplo});
+  }
+
+  ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
+    return batched_sizes(ctx, 0);
+  }
+
+  ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
+    JCM_CUSOLVER("cusolverDnXsygvd",
+                 cusolverDnXsygvd(ctx.solver, ctx.params, itype, kJobz, uplo, n,
+                                  cuda_data_type<T>(), io.data + i * n * n, n,
+                                  cuda_data_type<T>(), b + i * n * n, n,
+                                  cuda_data_type<real_t<T>>(), w + i * n, cuda_data_type<T>(),
+                                  work, ws.device_bytes, ctx.lane->host_workspace(ws.host_bytes),
+                                  ws.host_bytes, io.info + i));
+    return ffi::Error::Success();
+  }
+
+  // Device and host bytes: one matrix (count 0, Xsygvd) or one strided-batched call over
+  // `count` matrices; both APIs want a query.
+  ffi::ErrorOr<Workspace> batched_sizes(const LaneContext& ctx, int64_t count) const {
+    Workspace ws;
+    if (count == 0) {
+      JCM_CUSOLVER("cusolverDnXsygvd_bufferSize",
+                   cusolverDnXsygvd_bufferSize(ctx.solver, ctx.params, itype, kJobz, uplo, n,
+                                               cuda_data_type<T>(), io.data, n,
+                                               cuda_data_type<T>(), b, n,
+                                               cuda_data_type<real_t<T>>(), w, cuda_data_type<T>(),
+                                               &ws.device_bytes, &ws.host_bytes));
+      return ws;
+    }
+    JCM_CUSOLVER("cusolverDnXsygvStridedBatched_bufferSize",
+                 cusolverDnXsygvStridedBatched_bufferSize(
+                     ctx.solver, ctx.params, itype, kJobz, uplo, n, cuda_data_type<T>(), io.data,
+                     n, n * n, cuda_data_type<T>(), b, n, n * n, cuda_data_type<real_t<T>>(), w,
+                     n, cuda_data_type<T>(), count, &ws.device_bytes, &ws.host_bytes));
+    return ws;
+  }
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext& ctx, int64_t count) const {
+    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
+    return ws.device_bytes;
+  }
+
+  ffi::Error run_batched(const LaneContext& ctx, int64_t begin, int64_t end, void* work) const {
+    const int64_t count = end - begin;
+    JCM_ASSIGN_OR_RETURN(Workspace ws, batched_sizes(ctx, count));
+    JCM_CUSOLVER("cusolverDnXsygvStridedBatched",
+                 cusolverDnXsygvStridedBatched(
+                     ctx.solver, ctx.params, itype, kJobz, uplo, n, cuda_data_type<T>(),
+                     io.data + begin * n * n, n, n * n, cuda_data_type<T>(), b + begin * n * n,
+                     n, n * n, cuda_data_type<real_t<T>>(), w + begin * n, n, cuda_data_type<T>(),
+                     count, work, ws.device_bytes, ctx.lane->host_workspace(ws.host_bytes),
+                     ws.host_bytes, io.info + begin));
+    return ffi::Error::Success();
+  }
+};
+
 }  // namespace
 
 ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
@@ -152,6 +225,38 @@ ffi::Error syevd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int
                                  any_ptr(w));
 }
 
+ffi::Error sygvd_handler(cudaStream_t stream, ffi::ScratchAllocator scratch, int32_t device,
+                         ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> v,
+                         ffi::Result<ffi::AnyBuffer> b_factor, ffi::Result<ffi::AnyBuffer> w,
+                         ffi::Result<ffi::Buffer<ffi::S32>> info, int32_t itype, int32_t lower,
+                         int32_t strategy, int32_t lanes) {
+  JCM_ASSIGN_OR_RETURN(MatrixBatch mb, factor_operands(a, v, info, "sygvd", "eigenvectors", true));
+  if (b.element_type() != a.element_type()) {
+    return invalid_argument("sygvd: b must have the dtype of a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(b.dimensions(), batch_shape(a.dimensions(), 0, {}), "sygvd",
+                                 "b"));
+  JCM_RETURN_IF_ERROR(check_like(a, b_factor, "sygvd", "b's factor"));
+  if (w->element_type() != ffi::ToReal(a.element_type())) {
+    return invalid_argument("sygvd: the eigenvalues must have the real dtype of a");
+  }
+  JCM_RETURN_IF_ERROR(check_dims(w->dimensions(), batch_shape(a.dimensions(), 1, {}), "sygvd",
+                                 "eigenvalues"));
+  if (itype < 1 || itype > 3) {
+    return invalid_argument("sygvd: itype must be 1, 2 or 3, got " + std::to_string(itype));
+  }
+  JCM_ASSIGN_OR_RETURN(CallConfig call,
+                       call_config(stream, device, strategy, lanes, Routine::kSygvd,
+                                   {mb.rows, mb.rows, 0, lower != 0}));
+  // B is factored in place too: into its result, on XLA's stream before the lanes fork from it.
+  JCM_RETURN_IF_ERROR(copy_if_not_aliased(stream, b_factor->untyped_data(), b.untyped_data(),
+                                          b.size_bytes()));
+  return run_typed<sygvd_traits>(a.element_type(), "sygvd", call, scratch,
+                                 in_place(a, v, info, mb), any_ptr(b_factor), mb.rows,
+                                 static_cast<cusolverEigType_t>(itype), fill_mode(lower),
+                                 any_ptr(w));
+}
+
 }  // namespace jcm
 
 // Bindings: one .Arg/.Ret/.Attr per line; attribute names equal the Python keyword names.
@@ -162,3 +267,13 @@ JCM_SOLVER_HANDLER(jcm_syevd, syevd_handler,
                    JCM_INFO_RET
                    .Attr<int32_t>("lower")
                    .Attr<int32_t>("jacobi"));
+
+JCM_SOLVER_HANDLER(jcm_sygvd, sygvd_handler,
+                   .Arg<xla::ffi::AnyBuffer>()  // a
+                   .Arg<xla::ffi::AnyBuffer>()  // b
+                   .Ret<xla::ffi::AnyBuffer>()  // eigenvectors
+                   .Ret<xla::ffi::AnyBuffer>()  // b's Cholesky factor
+                   .Ret<xla::ffi::AnyBuffer>()  // eigenvalues
+                   JCM_INFO_RET
+                   .Attr<int32_t>("itype")
+                   .Attr<int32_t>("lower"));
