@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import _compat
 from . import settings as _config
 from ._primitive import check_dtype
 
@@ -135,6 +136,25 @@ def forwarding_to(jax_module, module_name, module_globals):
         return sorted(set(module_globals) | set(dir(jax_module)))
 
     return __getattr__, __dir__
+
+
+def batch_sharding(like, ndim):
+    """The sharding for a new array of rank `ndim` that shares `like`'s batch (all but its last
+    two dims): like's spec there, replicated after. None unless an Explicit mesh types like's
+    batch as sharded: only then must an array made here (an identity, zeros) carry it, as next
+    to a sharded operand a replicated one is a type error."""
+    aval = jax.typeof(like)
+    spec = _compat.spec_of(aval)[:max(aval.ndim - 2, 0)]
+    if all(d is None for d in spec):
+        return None
+    return aval.sharding.update(
+        spec=jax.sharding.PartitionSpec(*spec, *(None,) * (ndim - len(spec))))
+
+
+def eye_like(a):
+    """The identity broadcast to a's shape (..., n, m), sharded as a's batch."""
+    return jnp.broadcast_to(jnp.eye(*a.shape[-2:], dtype=a.dtype), a.shape,
+                            out_sharding=batch_sharding(a, a.ndim))
 
 
 def batched_eye(n, dtype, ndim, m=None):

@@ -95,3 +95,63 @@ def register_batch_partitionable(target: str) -> None:
 
 def use_shardy() -> bool:
     return bool(getattr(jax.config, "jax_use_shardy_partitioner", False))
+
+
+try:
+    from jax._src.core import ShardingTypeError
+except ImportError:  # pragma: no cover  (releases before sharding in types)
+    class ShardingTypeError(ValueError):
+        pass
+
+
+def spec_of(aval) -> tuple:
+    """The aval's partition spec, one entry per dim (None: replicated or not in the type)."""
+    sharding = getattr(aval, "sharding", None)
+    spec = tuple(getattr(sharding, "spec", ()) or ())
+    return spec + (None,) * (len(aval.shape) - len(spec))
+
+
+def aval_with_spec(like, shape, dtype, spec):
+    """A ShapedArray of `shape`/`dtype` on `like`'s mesh with partition spec `spec`, keeping
+    `like`'s manual axes and memory space; a plain one where `like` has no sharding."""
+    sharding = getattr(like, "sharding", None)
+    if sharding is None or not hasattr(sharding, "update"):
+        return ShapedArray(shape, dtype)
+    return like.update(shape=shape, dtype=dtype, weak_type=False,
+                       sharding=sharding.update(spec=jax.sharding.PartitionSpec(*spec)))
+
+
+def _explicit_mesh(mesh) -> bool:
+    types = [str(t) for t in getattr(mesh, "axis_types", None) or ()]
+    return any(t.endswith("Explicit") for t in types) and not any(
+        t.endswith("Manual") for t in types)
+
+
+def _typed_by_explicit_mesh(aval) -> bool:
+    return _explicit_mesh(getattr(getattr(aval, "sharding", None), "mesh", None))
+
+
+def lowered_untyped(rule):
+    """`rule` (a lowering of an implementation, mlir.lower_fun's) run with plain avals and no
+    abstract mesh where an Explicit mesh typed the call. The outer equation keeps its typed
+    results (their sharding constraints: the batch sharded); inside, the implementation is
+    lowered as under an Auto mesh, Shardy carrying the batch sharding through the FFI calls'
+    rules. Typed inside, JAX's own rules can reject what they build themselves (jax 0.10's
+    cholesky lowering puts a replicated mask next to the sharded batch: jnp.linalg.cholesky
+    itself is a ShardingTypeError there), and arrays made inside (an iota for a permutation)
+    get the mesh's replicated type, whose constraint gathers the batch."""
+    def plain(aval):
+        return ShapedArray(aval.shape, aval.dtype, aval.weak_type) if _typed_by_explicit_mesh(
+            aval) else aval
+
+    def lower(ctx, *args, **params):
+        avals = (*ctx.avals_in, *(ctx.avals_out or ()))
+        if not (any(map(_typed_by_explicit_mesh, avals))
+                or _explicit_mesh(jax.sharding.get_abstract_mesh())):
+            return rule(ctx, *args, **params)
+        ctx = ctx.replace(avals_in=[plain(a) for a in ctx.avals_in],
+                          avals_out=None if ctx.avals_out is None else
+                          [plain(a) for a in ctx.avals_out])
+        with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), ())):
+            return rule(ctx, *args, **params)
+    return lower

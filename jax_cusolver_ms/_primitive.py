@@ -40,8 +40,10 @@ def register_lowerings(prim, jax_impl: Callable, cuda_impl: Callable) -> None:
     """JAX's own implementation everywhere (CPU, and CUDA without the extension); the FFI call
     (`cuda_impl`, traced at lowering) on CUDA when the extension is loaded."""
     multiple_results = prim.multiple_results
-    fallback = mlir.lower_fun(jax_impl, multiple_results=multiple_results)
-    gpu_rule = mlir.lower_fun(cuda_impl, multiple_results=multiple_results)
+    fallback = _compat.lowered_untyped(
+        mlir.lower_fun(jax_impl, multiple_results=multiple_results))
+    gpu_rule = _compat.lowered_untyped(
+        mlir.lower_fun(cuda_impl, multiple_results=multiple_results))
 
     def cuda_rule(ctx, *args, **params):
         return (gpu_rule if _ffi.extension_loaded() else fallback)(ctx, *args, **params)
@@ -97,7 +99,8 @@ class SolverPrimitive:
     def _abstract_eval(self, *avals, **params):
         batch = self.batch_shape(avals)
         core = [ShapedArray(a.shape[len(batch):], a.dtype) for a in avals]
-        return [ShapedArray(batch + tuple(s), np.dtype(d))
+        spec = batch_spec(self.name, avals, len(batch), matrix_dims_unsharded=True)
+        return [result_aval(avals, batch + tuple(s), d, spec)
                 for s, d in self.shape_rule(*core, **params)]
 
     def _batch_rule(self, args, dims, **params):
@@ -173,8 +176,40 @@ ffi_call_p.multiple_results = True
 
 
 @ffi_call_p.def_abstract_eval
-def _ffi_call_abstract_eval(*avals, results, **_):
-    return [ShapedArray(shape, np.dtype(dtype)) for shape, dtype in results]
+def _ffi_call_abstract_eval(*avals, results, target, num_batch_dims, **_):
+    spec = batch_spec(target, avals, num_batch_dims, matrix_dims_unsharded=False)
+    return [result_aval(avals, shape, dtype, spec) for shape, dtype in results]
+
+
+def batch_spec(name: str, avals, batch_rank: int, *, matrix_dims_unsharded: bool,
+               specs=None):
+    """The partition spec the operands' shardings give the batch dims (None: not sharded), as
+    JAX's own linalg primitives do under an Explicit mesh, where each result's type carries its
+    sharding: the batch stays sharded, the matrix dims are replicated. A matrix dim sharded in
+    the type, or two operands sharding one batch dim differently, is an error naming the op.
+    `specs`: the operands' specs aligned to the batch (broadcast operands), else the avals'."""
+    spec = [None] * batch_rank
+    for i, aval in enumerate(avals):
+        dims = _compat.spec_of(aval) if specs is None else specs[i]
+        if matrix_dims_unsharded and any(d is not None for d in dims[batch_rank:]):
+            raise _compat.ShardingTypeError(
+                f"{name}: operand {i} of shape {aval.shape} is sharded on its matrix dims "
+                f"({dims}); the solver needs whole matrices: reshard them replicated "
+                f"(jax.sharding.reshard) and shard the batch dims only")
+        for k, d in enumerate(dims[:batch_rank]):
+            if d is not None and spec[k] not in (None, d):
+                raise _compat.ShardingTypeError(
+                    f"{name}: operands shard batch dim {k} differently ({spec[k]} and {d})")
+            spec[k] = d if d is not None else spec[k]
+    return tuple(spec)
+
+
+def result_aval(avals, shape, dtype, batch_spec_: tuple):
+    """A result's abstract value: the batch dims sharded as `batch_spec_`, the rest replicated,
+    on the operands' mesh (the first operand's, which also gives shard_map's varying axes)."""
+    shape = tuple(shape)
+    spec = batch_spec_[:len(shape)] + (None,) * (len(shape) - len(batch_spec_))
+    return _compat.aval_with_spec(avals[0] if avals else None, shape, np.dtype(dtype), spec)
 
 
 def _ffi_call_lowering(ctx, *operands, target, results, in_layouts, out_layouts, aliases,

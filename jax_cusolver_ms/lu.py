@@ -18,8 +18,8 @@ from . import settings as _config
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._common import (ELEMENTWISE_CHECK_MAX_ENTRIES, as_matrix, batch_size, batched_eye,
-                      broadcast_batch, factor_rhs, matmul, nan_for_nonfinite_input, nan_where,
-                      nonfinite_matrices, promote, resolve_params, tril, triu)
+                      broadcast_batch, eye_like, factor_rhs, matmul, nan_for_nonfinite_input,
+                      nan_where, nonfinite_matrices, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .triangular import solve_in_jax_path
 
@@ -337,13 +337,14 @@ def inv(a, *, strategy=None, lanes=None):
         # JAX's own inv end to end where auto hands the factorization to JAX, and up to
         # INV_XLA_MAX_N unless our getrf is the one-launch kernel (measured, strategy.py) or
         # lanes are asked for. JAX's GPU getrf gives finite numbers for NaN input: the guard
-        # every GPU path of this package has.
+        # every GPU path of this package has. jnp.linalg.inv's own computation, its identity
+        # sharded as a's batch (jnp.linalg.inv's is replicated: a type error under an
+        # Explicit mesh with a sharded batch).
         if not factor.uses_ffi or (n <= _strategy.INV_XLA_MAX_N and not given_lanes
                                    and not factor.runs_small_kernel):
-            return nan_for_nonfinite_input(lambda x: [jnp.linalg.inv(x)],
+            return nan_for_nonfinite_input(lambda x: [jnp.linalg.solve(x, eye_like(x))],
                                            substitute=False)(a)[0]
-    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-    return solve(a, eye, strategy=strategy, lanes=lanes)
+    return solve(a, eye_like(a), strategy=strategy, lanes=lanes)
 
 
 def _row_swaps(pivots):

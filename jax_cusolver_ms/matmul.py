@@ -16,8 +16,8 @@ import numpy as np
 from jax import lax
 
 from . import _compat, _ffi
-from ._compat import NOT_MAPPED, ShapedArray, ad, batching
-from ._primitive import batched_ffi_call, register_lowerings
+from ._compat import NOT_MAPPED, ad, batching
+from ._primitive import batch_spec, batched_ffi_call, register_lowerings, result_aval
 
 # Operand ops: the codes of the FFI attributes transpose_a/transpose_b (cuBLAS's N, T, C).
 # _CONJ (conjugate, no transpose) has no cuBLAS flag; it only appears inside transpose rules.
@@ -93,7 +93,12 @@ matmul_p.def_impl(functools.partial(_compat.apply_primitive, matmul_p))
 def _abstract_eval(a, b, *bias, transpose_a, transpose_b, activation, allow_tf32, out_dtype,
                    algorithm):
     shape, _ = _result_shape(a.shape, b.shape, transpose_a, transpose_b)
-    return ShapedArray(shape, np.dtype(out_dtype))
+    # Each operand's spec aligned to the broadcast batch; a sharded contraction dim is an error
+    # under an Explicit mesh (XLA reshards it under an Auto one), see docs/design.md, Multi-GPU.
+    batch_rank = len(shape) - 2
+    specs = [(None,) * (batch_rank + 2 - x.ndim) + _compat.spec_of(x) for x in (a, b)]
+    spec = batch_spec("matmul", (a, b), batch_rank, matrix_dims_unsharded=True, specs=specs)
+    return result_aval((a, b), shape, out_dtype, spec)
 
 
 matmul_p.def_abstract_eval(_abstract_eval)

@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from . import strategy as _strategy
-from ._common import matmul, mh, nan_where, nonfinite_matrices, resolve_params
+from ._common import batch_sharding, matmul, mh, nan_where, nonfinite_matrices, resolve_params
 from .cholesky import potrf, potrs
 from .lu import _solve_matrix, getrf, getrs, solve_operands
 from .qr import qr as _qr
@@ -95,7 +95,7 @@ def _refine(low_solve, residual, backward_error, first, max_iterations, eps):
     res = residual(y)
     err = backward_error(y, res)
     done = ~(err > eps)  # at float64's rounding already, or NaN / Inf: nothing to refine
-    steps = jnp.zeros(err.shape, jnp.int32)
+    steps = jnp.zeros_like(err, jnp.int32)
 
     def more(state):
         i, _, _, _, done, _ = state
@@ -327,7 +327,8 @@ def _mixed_lstsq(a, b, kept, float64_lstsq, max_iterations, params):
     ap = mh(a) if wide else a
     refiner = _AugmentedRefiner(lax.stop_gradient(ap), params)
     # f0 has A' rows, g0 its columns: the zeros stand for the part b is not.
-    zeros = jnp.zeros(b.shape[:-2] + (ap.shape[-2 if wide else -1], b.shape[-1]), b.dtype)
+    shape = b.shape[:-2] + (ap.shape[-2 if wide else -1], b.shape[-1])
+    zeros = jnp.zeros(shape, b.dtype, out_sharding=batch_sharding(b, len(shape)))
     rhs = (zeros, b) if wide else (b, zeros)
     def solve(_, c):
         return refiner.refine(*c, max_iterations)

@@ -15,8 +15,8 @@ from jax import lax
 from . import _compat, strategy as _strategy
 from ._compat import NOT_MAPPED, ad, zeros_like_tangent
 from ._primitive import SolverPrimitive, ffi_solver_call
-from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
-                      mh, nan_where_failed, promote, resolve_params, triu)
+from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, eye_like, info_result,
+                      matmul, mh, nan_where_failed, promote, resolve_params, triu)
 from .lu import lu_factor, lu_solve
 
 _MODES = ("reduced", "complete", "r", "raw", "full")  # "full": jnp's alias of "reduced"
@@ -103,7 +103,7 @@ def _orgqr_jvp(primals, tangents, *, strategy, lanes):
     # Q = H_1 ... H_k I[:, :n]: the tangent of the reflector loop (O(k m n), like orgqr itself).
     a, taus = primals
     q, = orgqr.bind(a, taus, strategy=strategy, lanes=lanes)
-    eye = jnp.broadcast_to(jnp.eye(*a.shape[-2:], dtype=a.dtype), a.shape)
+    eye = eye_like(a)
     _, q_dot = jax.jvp(lambda a, t: _reflect(a, t, eye, True, False), primals,
                        tuple(ad.instantiate_zeros(t) for t in tangents))
     return [q], [q_dot]

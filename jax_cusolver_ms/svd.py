@@ -19,8 +19,8 @@ from jax import lax
 
 from . import settings as _config, strategy as _strategy
 from ._compat import ad
-from ._common import (as_arrays, as_matrix, batch_size, batched_eye, info_result, matmul, mh,
-                      nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
+from ._common import (as_arrays, as_matrix, batch_size, batched_eye, eye_like, info_result, matmul,
+                      mh, nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .lu import inv
 from .qr import qr as _qr
@@ -80,7 +80,8 @@ def _gesvdj(a, full_matrices, compute_uv, choice):
 def _gesvd(a, full_matrices, compute_uv, choice):
     """QR-iteration SVD. cuSOLVER's gesvd needs m >= n: a wide matrix goes in as A^T by layout
     alone (row-major buffers are A^T's column-major ones), and the handler swaps U and V^H (see
-    ffi/svd/svd_handlers.cc), as JAX's own lowering does. Returns the outputs and cuSOLVER's info."""
+    ffi/svd/svd_handlers.cc), as JAX's own lowering does. Returns the outputs and cuSOLVER's
+    info."""
     *batch, m, n = a.shape
     batch, k = tuple(batch), min(m, n)
     transposed = m < n
@@ -495,7 +496,7 @@ def _full_rank_shown(r, rcond):
     n = r.shape[-1]
     largest = jnp.max(jnp.abs(r), axis=(-2, -1), keepdims=True)
     scaled = r / jnp.where(largest > 0, largest, 1).astype(r.dtype)
-    eye = jnp.broadcast_to(jnp.eye(n, dtype=r.dtype), r.shape)
+    eye = eye_like(r)
     inverse = lax.linalg.triangular_solve(scaled, eye, left_side=True, lower=False)
     bound = jnp.linalg.norm(scaled, axis=(-2, -1)) * jnp.linalg.norm(inverse, axis=(-2, -1))
     return 2 * bound * jnp.asarray(rcond, bound.dtype) <= 1
