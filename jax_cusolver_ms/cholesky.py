@@ -16,7 +16,7 @@ from . import settings as _settings
 from . import strategy as _strategy
 from ._compat import NOT_MAPPED, ad
 from ._primitive import SolverPrimitive, ffi_solver_call
-from .triangular import solve_in_jax_path
+from .triangular import solve_triangular
 from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, factor_rhs, matmul, mh,
                       promote, resolve_params, tril, triu)
 
@@ -130,9 +130,9 @@ def _potrs_cuda(c, b, *, lower, strategy, lanes):
     n = c.shape[-1]
     choice = _strategy.choose("potrs", batch_size(c, 2), (n, n), c.dtype, strategy, lanes,
                               nrhs=b.shape[-1])
-    if not choice.uses_ffi:  # JAX's two triangular solves, each taking its own choice
-        solve = lambda x, adjoint: solve_in_jax_path(c, x, lower=lower, transpose_a=adjoint,
-                                                     conjugate_a=adjoint)
+    if not choice.uses_ffi:  # JAX's two triangular solves, each by solve_triangular's choice
+        solve = lambda x, adjoint: solve_triangular(c, x, "C" if adjoint else 0, lower,
+                                                    strategy="auto")
         return [solve(solve(b, not lower), lower)]
     if choice.runs_small_kernel:  # one launch, any right-hand sides up to its limit
         return ffi_solver_call("jcm_potrs_small", [c, b], [jax.ShapeDtypeStruct(b.shape, b.dtype)],

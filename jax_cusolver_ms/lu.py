@@ -21,7 +21,7 @@ from ._common import (ELEMENTWISE_CHECK_MAX_ENTRIES, as_matrix, batch_size, batc
                       broadcast_batch, eye_like, factor_rhs, matmul, nan_for_nonfinite_input,
                       nan_where, nonfinite_matrices, promote, resolve_params, tril, triu)
 from ._primitive import SolverPrimitive, ffi_solver_call
-from .triangular import solve_in_jax_path
+from .triangular import solve_triangular
 
 _TRANS = {0: "N", 1: "T", 2: "C"}
 
@@ -114,18 +114,27 @@ def _getrs_jax(lu, pivots, b, *, trans, strategy, lanes):
     return [jax.scipy.linalg.lu_solve((lu, pivots), b, trans=trans)]
 
 
-def _getrs_jax_pieces(lu, pivots, b, *, trans):
-    """JAX's lu_solve (jax._src.lax.linalg._lu_solve_core) with each triangular solve taking
-    its own measured choice: on CUDA where `auto` hands getrs to JAX."""
-    n = lu.shape[-1]
-    solve = functools.partial(solve_in_jax_path, lu)
-    permutation = lax.linalg.lu_pivots_to_permutation(pivots, n)[..., :, None]
+def _lu_solve_in_pieces(lu, permutation, b, trans):
+    """JAX's lu_solve (jax._src.lax.linalg._lu_solve_core), its two triangular solves through
+    solve_triangular's own measured choice (the one-launch kernel where that beat XLA's
+    trsmBatched, as under enable()): where `auto` hands the solve to JAX."""
+    solve = functools.partial(solve_triangular, lu, strategy="auto")
+    permutation = permutation[..., :, None]
     if trans == 0:
         x = solve(jnp.take_along_axis(b, permutation, axis=-2), lower=True, unit_diagonal=True)
-        return [solve(x, lower=False)]
-    adjoint = dict(transpose_a=True, conjugate_a=trans == 2)
-    x = solve(solve(b, lower=False, **adjoint), lower=True, unit_diagonal=True, **adjoint)
-    return [jnp.take_along_axis(x, jnp.argsort(permutation, axis=-2), axis=-2)]
+        return solve(x, lower=False)
+    op = _TRANS[trans]
+    x = solve(solve(b, op, lower=False), op, lower=True, unit_diagonal=True)
+    return jnp.take_along_axis(x, jnp.argsort(permutation, axis=-2), axis=-2)
+
+
+def _jax_solve_in_pieces(a, b):
+    """jnp.linalg.solve as JAX writes it (its LU, a custom_linear_solve over lu_solve), the
+    triangular solves in pieces (_lu_solve_in_pieces)."""
+    lu_, _, permutation = lax.linalg.lu(lax.stop_gradient(a))
+    solve = lambda _, x: _lu_solve_in_pieces(lu_, permutation, x, 0)
+    transpose_solve = lambda _, x: _lu_solve_in_pieces(lu_, permutation, x, 1)
+    return lax.custom_linear_solve(lambda x: matmul(a, x), b, solve, transpose_solve)
 
 
 def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
@@ -133,7 +142,8 @@ def _getrs_cuda(lu, pivots, b, *, trans, strategy, lanes):
     choice = _strategy.choose("getrs", batch_size(lu, 2), (n, n), lu.dtype, strategy, lanes,
                               nrhs=b.shape[-1])
     if not choice.uses_ffi:
-        return _getrs_jax_pieces(lu, pivots, b, trans=trans)
+        permutation = lax.linalg.lu_pivots_to_permutation(pivots, n)
+        return [_lu_solve_in_pieces(lu, permutation, b, trans)]
     if choice.runs_small_kernel:  # one launch, JAX's 0-based pivots as they are
         return [ffi_solver_call("jcm_getrs_small", [lu, pivots, b],
                                 [jax.ShapeDtypeStruct(b.shape, b.dtype)],
@@ -319,7 +329,7 @@ def solve(a, b, *, precision=None, strategy=None, lanes=None):
         raise ValueError(f"solve: precision must be None or 'mixed', got {precision!r}")
     a, bm, vector = solve_operands("solve", a, b)
     if _jax_end_to_end("solve", a, strategy, lanes, nrhs=bm.shape[-1]):
-        x = nan_for_nonfinite_input(lambda a_, b_: [jnp.linalg.solve(a_, b_)],
+        x = nan_for_nonfinite_input(lambda a_, b_: [_jax_solve_in_pieces(a_, b_)],
                                     substitute=False)(a, bm)[0]
     else:
         x = _solve_matrix(a, bm, resolve_params(strategy, lanes))
@@ -334,15 +344,13 @@ def inv(a, *, strategy=None, lanes=None):
     if resolved == "auto":
         factor = _strategy.choose("getrf", batch_size(a, 2), (n, n), a.dtype, resolved,
                                   given_lanes)
-        # JAX's own inv end to end where auto hands the factorization to JAX, and up to
-        # INV_XLA_MAX_N unless our getrf is the one-launch kernel (measured, strategy.py) or
-        # lanes are asked for. JAX's GPU getrf gives finite numbers for NaN input: the guard
-        # every GPU path of this package has. jnp.linalg.inv's own computation, its identity
-        # sharded as a's batch (jnp.linalg.inv's is replicated: a type error under an
-        # Explicit mesh with a sharded batch).
+        # JAX's own inv (its solve of the identity, the triangular solves in pieces) where
+        # auto hands the factorization to JAX, and up to INV_XLA_MAX_N unless our getrf is the
+        # one-launch kernel (measured, strategy.py) or lanes are asked for. JAX's GPU getrf
+        # gives finite numbers for NaN input: the guard every GPU path of this package has.
         if not factor.uses_ffi or (n <= _strategy.INV_XLA_MAX_N and not given_lanes
                                    and not factor.runs_small_kernel):
-            return nan_for_nonfinite_input(lambda x: [jnp.linalg.solve(x, eye_like(x))],
+            return nan_for_nonfinite_input(lambda x: [_jax_solve_in_pieces(x, eye_like(x))],
                                            substitute=False)(a)[0]
     return solve(a, eye_like(a), strategy=strategy, lanes=lanes)
 
@@ -518,8 +526,9 @@ def _det_closed_form(a):
 
 def _jax_end_to_end(op, a, strategy, lanes, nrhs=0):
     """Whether `auto` hands this call to JAX whole: JAX's own lowering for the factorization
-    and (nrhs > 0) for the solve. The op then runs as JAX's function inside the NaN guard, with
-    no step of ours between JAX's (ours would convert pivots to a permutation JAX already has)."""
+    and (nrhs > 0) for the solve. The op then runs as JAX writes it inside the NaN guard, its
+    triangular solves by trsm's own choice (_jax_solve_in_pieces), with no step of ours between
+    JAX's LU and its solve (ours would convert pivots to a permutation JAX already has)."""
     resolved, given_lanes = _config.resolve(strategy, lanes, op)
     if resolved != "auto":
         return False

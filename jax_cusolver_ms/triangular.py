@@ -66,13 +66,6 @@ def trsm_cuda(a, b, *, lower, transpose_a=False, conjugate_a=False, unit_diagona
     return jnp.conj(x) if conj_only else x
 
 
-def solve_in_jax_path(a, b, **kw):
-    """One of the triangular solves of JAX's own lu_solve / cho_solve, where `auto` handed
-    getrs or potrs to JAX: it takes solve_triangular's own measured choice, as it does under
-    enable() (the one-launch kernel where that beat XLA's trsmBatched, else JAX's solve)."""
-    return trsm_cuda(a, b, strategy="auto", lanes=None, **kw)
-
-
 # --- trsm -------------------------------------------------------------------------------------
 
 def _trsm_shapes(a, b, **_):

@@ -135,14 +135,16 @@ def test_cho_solve_under_enable_runs_both_solves_here(rng, claim_extension, swit
 
 
 def table_jax_solves_our_trsm():
-    """getrs and potrs measured fastest as JAX's, every other routine (trsm too) as ours."""
+    """getrf, getrs and potrs measured fastest as JAX's, every other routine (trsm too) as
+    ours."""
     from conftest import table_where_ours_wins
     from jax_cusolver_ms import tables
 
     wins = table_where_ours_wins()
     jax_solves = {key: [tables.Point(p.batch, p.n, {"xla": 0.5, "batched:1": 100.0}, p.aspect,
                                      p.nrhs) for p in points]
-                  for key, points in wins.entries.items() if key[0] in ("getrs", "potrs")}
+                  for key, points in wins.entries.items()
+                  if key[0] in ("getrf", "getrs", "potrs")}
     return tables.Table("any GPU", "test table: JAX's solves, our trsm",
                         {**wins.entries, **jax_solves})
 
@@ -160,16 +162,20 @@ def test_solves_handed_to_jax_take_the_kernel_for_their_triangular_solves(rng, c
 
     def ours(op, **params):  # a fresh function each time: no lowering cached from another table
         fn = {"lu_solve": lambda lu, b: jcm.lu_solve((lu, pivots), b, **params),
-              "cho_solve": lambda c, b: jcm.cho_solve((c, True), b)}[op]
+              "cho_solve": lambda c, b: jcm.cho_solve((c, True), b),
+              "solve": lambda a, b: jcm.solve(a, b),
+              "inv": lambda a, b: jcm.inv(a)}[op]
         text = jax.jit(fn).trace(a, b).lower(lowering_platforms=("cuda",)).as_text()
         return re.findall(r"custom_call @(jcm_\w+)", text)
 
     with tables.using(table):
         for trans in (0, 1, 2):
             assert ours("lu_solve", trans=trans) == ["jcm_trsm_small"] * 2, trans
-        assert ours("cho_solve") == ["jcm_trsm_small"] * 2
-    # Nothing measured: JAX's solves, the very program of JAX.
-    assert not ours("cho_solve") and not ours("lu_solve")
+        for op in ("cho_solve", "solve", "inv"):  # solve and inv: JAX's LU, then the pieces
+            assert ours(op) == ["jcm_trsm_small"] * 2, op
+    # Nothing measured: JAX's solves.
+    for op in ("cho_solve", "lu_solve", "solve", "inv"):
+        assert not ours(op), op
 
 
 @requires_gpu
@@ -189,6 +195,10 @@ def test_solves_in_pieces_on_the_kernel_are_numpys(rng, dtype):
         x = np.asarray(jax.jit(lambda c, b: jcm.cho_solve((c, True), b))(
             jcm.cholesky(spd), b))
         assert rel_err(x, np.linalg.solve(spd, b)) <= rtol_for(dtype, 5, 1000)
+        x = np.asarray(jax.jit(jcm.solve)(a, b))
+        assert rel_err(x, np.linalg.solve(a, b)) <= rtol_for(dtype, 5, 100)
+        x = np.asarray(jax.jit(jcm.inv)(a))
+        assert rel_err(x, np.linalg.inv(a)) <= rtol_for(dtype, 5, 100)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=param_id)
@@ -203,8 +213,9 @@ def test_lu_solve_in_pieces_is_jaxs_lu_solve(rng, dtype, trans):
     a = random_rhs(rng, (2, 3, 7, 7), dtype) + 7 * np.eye(7, dtype=dtype)
     b = random_rhs(rng, (2, 3, 7, 4), dtype)
     lu, pivots = jsl.lu_factor(a)
+    permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, 7)
     with tables.using():
-        x, = lu_module._getrs_jax_pieces(lu, pivots, b, trans=trans)
+        x = lu_module._lu_solve_in_pieces(lu, permutation, b, trans)
     ref = jax.vmap(jax.vmap(lambda l, p, b: jsl.lu_solve((l, p), b, trans=trans)))(lu, pivots, b)
     assert rel_err(np.asarray(x), np.asarray(ref)) <= rtol_for(dtype, 7, 10)
 
