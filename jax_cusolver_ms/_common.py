@@ -202,10 +202,10 @@ def nonfinite_matrices(a):
     return ~jnp.all(jnp.isfinite(a), axis=(-2, -1))
 
 
-def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
-    """Wraps a CUDA implementation whose first operand is a stack of matrices: a matrix holding
-    NaN or Inf comes out as NaN in every floating output (and, with `substitute`, goes in as
-    the identity).
+def nan_for_nonfinite_input(cuda_impl, substitute: bool = True, matrices: int = 1):
+    """Wraps a CUDA implementation whose first `matrices` operands are stacks of matrices of one
+    batch: where one of them holds NaN or Inf, that item comes out as NaN in every floating
+    output (and, with `substitute`, each of them goes in as the identity).
 
     Why: on the H100 (cuSOLVER 12.0) getrf returns finite factors for NaN input (JAX's own
     lowering too: lu_factor, solve and inv of a 300 x 300 matrix with one NaN are finite), and
@@ -215,11 +215,14 @@ def nan_for_nonfinite_input(cuda_impl, substitute: bool = True):
     same routines under it). `substitute=False` where every path factors each matrix on its
     own and cannot loop on NaN (LU): masking the outputs is then enough, one pass less (the
     H100 report: float32 det 64 x 16 under JAX's lowering went from 0.88x to 1.06x)."""
-    def guarded(a, *args, **params):
-        bad = nonfinite_matrices(a)
+    def guarded(*args, **params):
+        stacks, rest = args[:matrices], args[matrices:]
+        bad = functools.reduce(jnp.logical_or, [nonfinite_matrices(x) for x in stacks])
         if substitute:
-            a = jnp.where(bad[..., None, None], jnp.eye(a.shape[-2], a.shape[-1], dtype=a.dtype), a)
-        outs = cuda_impl(a, *args, **params)
+            stacks = [jnp.where(bad[..., None, None],
+                                jnp.eye(x.shape[-2], x.shape[-1], dtype=x.dtype), x)
+                      for x in stacks]
+        outs = cuda_impl(*stacks, *rest, **params)
         return type(outs)(nan_where(bad, x) if jnp.issubdtype(x.dtype, jnp.inexact) else x
                           for x in outs)
 

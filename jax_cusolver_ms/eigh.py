@@ -25,8 +25,7 @@ from ._compat import ad
 from ._primitive import SolverPrimitive, ffi_solver_call
 from .cholesky import _hermitian_from_lower, cholesky
 from ._common import (as_matrix, batch_size, batched_eye, broadcast_batch, info_result, matmul,
-                      mh, nan_for_nonfinite_input, nan_unless_ok, nan_where, nonfinite_matrices,
-                      promote, resolve_params)
+                      mh, nan_for_nonfinite_input, nan_unless_ok, promote, resolve_params)
 from .triangular import solve_triangular
 
 
@@ -82,6 +81,13 @@ def _syevd_ffi(a, choice, *, lower, jacobi, mask=True):
     return [nan_unless_ok(v, info), nan_unless_ok(w, info)] if mask else [v, w]
 
 
+def _inverse_gaps(w):
+    """1 / (w_j - w_i) at (i, j) off the diagonal, 0 on it (without dividing by zero there):
+    the perturbation theory of distinct eigenvalues w (..., n)."""
+    eye = batched_eye(w.shape[-1], w.dtype, w.ndim + 1)
+    return 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
+
+
 syevd = SolverPrimitive("jcm_syevd", core_ranks=(2,), shape_rule=_syevd_shapes,
                         jax_impl=_syevd_jax, cuda_impl=_syevd_cuda)
 
@@ -94,9 +100,7 @@ def _syevd_jvp(primals, tangents, *, lower, jacobi, strategy, lanes):
                            lanes=lanes)
     a_dot = ad.instantiate_zeros(a_dot)
     w = w_real.astype(a.dtype)
-    eye = batched_eye(a.shape[-1], a.dtype, a.ndim)
-    # 1 / (w_j - w_i) off the diagonal, 0 on it, without dividing by zero there.
-    f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye
+    f = _inverse_gaps(w)
     vh_a_dot_v = matmul(matmul(mh(v), a_dot), v)
     v_dot = matmul(v, f * vh_a_dot_v)
     w_dot = jnp.real(jnp.diagonal(vh_a_dot_v, axis1=-2, axis2=-1))
@@ -204,19 +208,19 @@ def _sygvd_cuda(a, b, *, itype, strategy, lanes):
     choice = _strategy.choose("sygvd", batch_size(a, 2), (n, n), a.dtype, strategy, lanes)
     if not choice.uses_ffi:
         return _sygvd_reduction(a, b, itype=itype)
-    # A matrix holding NaN or Inf goes in as the identity (neither routine is asked to iterate
-    # on it) and comes out NaN, as a B that is not positive definite (info > n) does.
-    bad = nonfinite_matrices(a) | nonfinite_matrices(b)
-    eye = batched_eye(n, a.dtype, a.ndim)
-    a, b = (jnp.where(bad[..., None, None], eye, x) for x in (a, b))
+    # A pair holding NaN or Inf goes in as the identities (neither routine is asked to iterate
+    # on it) and comes out NaN, as one whose B is not positive definite (info > n) does.
+    return nan_for_nonfinite_input(_sygvd_ffi, matrices=2)(a, b, choice, itype=itype)
+
+
+def _sygvd_ffi(a, b, choice, *, itype):
     v, _factor, w, info = ffi_solver_call(
         "jcm_sygvd", [a, b],
         [jax.ShapeDtypeStruct(a.shape, a.dtype), jax.ShapeDtypeStruct(b.shape, b.dtype),
          jax.ShapeDtypeStruct(a.shape[:-1], _real_dtype(a.dtype)), info_result(a, 2)],
         matrix_operands={0, 1}, matrix_results={0, 1}, aliases={0: 0, 1: 1},
         itype=itype, lower=True, choice=choice)
-    failed = bad | (info != 0)
-    return [nan_where(failed, v), nan_where(failed, w)]
+    return [nan_unless_ok(v, info), nan_unless_ok(w, info)]
 
 
 sygvd = SolverPrimitive("jcm_sygvd", core_ranks=(2, 2), shape_rule=_sygvd_shapes,
@@ -241,8 +245,7 @@ def _sygvd_jvp(primals, tangents, *, itype, strategy, lanes):
         bu = matmul(b, u)
         c = d * w[..., None, :] + matmul(matmul(mh(bu), a_dot), bu) + w[..., :, None] * d
     eye = batched_eye(a.shape[-1], a.dtype, a.ndim)
-    f = 1 / (eye + w[..., None, :] - w[..., :, None]) - eye  # 1 / (w_j - w_i), 0 on the diagonal
-    u_dot = matmul(u, f * (c - d * w[..., None, :]) - eye * d / 2)
+    u_dot = matmul(u, _inverse_gaps(w) * (c - d * w[..., None, :]) - eye * d / 2)
     w_dot = jnp.real(jnp.diagonal(c, axis1=-2, axis2=-1) - w * jnp.diagonal(d, axis1=-2, axis2=-1))
     v_dot = matmul(b_dot, u) + matmul(b, u_dot) if itype == 3 else u_dot
     return [v, w_real], [v_dot, w_dot]
