@@ -273,8 +273,8 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
     I); only w with eigvals_only. subset_by_index (lo, hi): the eigenvalues lo .. hi, both
     included (SciPy's convention), and their vectors. Batch dims of a and b broadcast.
 
-    On CUDA `auto` picks from the measured table: cuSOLVER's Xsygvd per matrix on lanes,
-    XsygvStridedBatched, or the reduction to a standard problem (B = L L^H, C = L^-1 A L^-H or
+    On CUDA `auto` picks from the measured table: cuSOLVER's ?sygvd per matrix on lanes,
+    XsygvStridedBatched (where the cuSOLVER built against has it), or the reduction to a standard problem (B = L L^H, C = L^-1 A L^-H or
     L^H A L, the eigh of C, the vectors back through L), its parts each by their own choice. A
     matrix whose B is not positive definite, or that holds NaN or Inf, comes out NaN, leaving
     the others. Differentiable where the eigenvalues are distinct."""

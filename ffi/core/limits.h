@@ -158,6 +158,14 @@ inline constexpr const char* kSvdQrFirst =
     "QR first: this project's Householder QR, the SVD of R, U = Q U_R by batched GEMM";
 inline constexpr int64_t kOblongMinAspect = 2;
 
+// cuSOLVER's XsygvStridedBatched came after release 12.0 (the H200 machine's 12.0.4 lacks it):
+// sygvd's batched strategy exists where the header built against declares it (CMakeLists.txt).
+#if JCM_HAS_SYGV_BATCHED
+inline constexpr const char* kSygvBatched = "cuSOLVER XsygvStridedBatched";
+#else
+inline constexpr const char* kSygvBatched = "";
+#endif
+
 inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
     {Routine::kGetrf, "getrf", "cuBLAS getrfBatched", 0, true, 0,
      "this project's ?getf2 panel kernel, trsmBatched and batched GEMM updates", true, false,
@@ -191,8 +199,7 @@ inline constexpr RoutineLimits kRoutines[kRoutineCount] = {
      kSvdQrFirst, false, false, kGesvdjKernelMaxN, 0, true, true},
     {Routine::kTrsm, "trsm", "cuBLAS trsmBatched", 0, false, 0, "", false, false,
      kTrsmSmallMaxN, kTrsmSmallMaxRhs, false},
-    {Routine::kSygvd, "sygvd", "cuSOLVER XsygvStridedBatched", 0, false, 0, "", false, false, 0,
-     0, false},
+    {Routine::kSygvd, "sygvd", kSygvBatched, 0, false, 0, "", false, false, 0, 0, false},
 };
 
 constexpr const RoutineLimits& routine_limits(Routine r) { return kRoutines[static_cast<int>(r)]; }
@@ -208,15 +215,15 @@ struct CallShape {
 };
 
 // Whether `s` of `r` passes the call's sizes on as int: every path but the 64-bit generic API
-// (cusolverDnX...) that looped and sequential call for sytrs, syevd, geev, gesvd and sygvd, and
-// the batched syevd's XsyevBatched and sygvd's XsygvStridedBatched. (The small kernels: their n
-// is far below it.)
+// (cusolverDnX...) that looped and sequential call for sytrs, syevd, geev and gesvd, and the
+// batched syevd's XsyevBatched and sygvd's XsygvStridedBatched. (The small kernels: their n is
+// far below it.)
 constexpr bool int_sizes(Routine r, Strategy s) {
   switch (s) {
     case Strategy::kLooped:
     case Strategy::kSequential:
       return r != Routine::kSytrs && r != Routine::kSyevd && r != Routine::kGeev &&
-             r != Routine::kGesvd && r != Routine::kSygvd;
+             r != Routine::kGesvd;
     case Strategy::kBatched: return r != Routine::kSyevd && r != Routine::kSygvd;
     case Strategy::kBlocked: return true;
   }

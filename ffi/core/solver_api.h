@@ -25,8 +25,9 @@ struct solver_api;
 // the same precision (eigenvalues, singular values), C the complex one (a general matrix's
 // eigenvalues), DT the cudaDataType (the 64-bit generic API, cusolverDnX...). ORG/ORM name the
 // orthogonal (real) or unitary (complex) Householder routines: orgqr/ungqr, ormqr/unmqr; EVJ the
-// symmetric (real) or Hermitian (complex) Jacobi eigensolver: syevj/heevj.
-#define JCM_SOLVER_API(T, L, R, C, DT, ORG, ORM, EVJ)                         \
+// symmetric (real) or Hermitian (complex) Jacobi eigensolver: syevj/heevj; GVD the generalized
+// divide-and-conquer one: sygvd/hegvd.
+#define JCM_SOLVER_API(T, L, R, C, DT, ORG, ORM, EVJ, GVD)                    \
   template <>                                                                 \
   struct solver_api<T> {                                                      \
     using real = R;                                                           \
@@ -36,6 +37,7 @@ struct solver_api;
     static constexpr const char* kOrgqr = #ORG;                               \
     static constexpr const char* kOrmqr = #ORM;                               \
     static constexpr const char* kSyevj = #EVJ;                               \
+    static constexpr const char* kSygvd = #GVD;                               \
     JCM_WITH_BUFFER_SIZE(getrf, cusolverDn##L##getrf)                         \
     static constexpr auto getrs = cusolverDn##L##getrs;                       \
     static constexpr auto getrf_batched = cublas##L##getrfBatched;            \
@@ -49,16 +51,18 @@ struct solver_api;
     JCM_WITH_BUFFER_SIZE(ormqr, cusolverDn##L##ORM)                           \
     JCM_WITH_BUFFER_SIZE(sytrf, cusolverDn##L##sytrf)                         \
     JCM_WITH_BUFFER_SIZE(syevj, cusolverDn##L##EVJ)                           \
+    JCM_WITH_BUFFER_SIZE(sygvd, cusolverDn##L##GVD)                           \
     JCM_WITH_BUFFER_SIZE(gesvdj, cusolverDn##L##gesvdj)                       \
     static constexpr auto trsm = cublas##L##trsm;                             \
     static constexpr auto trsm_batched = cublas##L##trsmBatched;              \
     static constexpr auto gemm_strided_batched = cublas##L##gemmStridedBatched; \
   };
 
-JCM_SOLVER_API(float, S, float, cuComplex, CUDA_R_32F, orgqr, ormqr, syevj)
-JCM_SOLVER_API(double, D, double, cuDoubleComplex, CUDA_R_64F, orgqr, ormqr, syevj)
-JCM_SOLVER_API(cuComplex, C, float, cuComplex, CUDA_C_32F, ungqr, unmqr, heevj)
-JCM_SOLVER_API(cuDoubleComplex, Z, double, cuDoubleComplex, CUDA_C_64F, ungqr, unmqr, heevj)
+JCM_SOLVER_API(float, S, float, cuComplex, CUDA_R_32F, orgqr, ormqr, syevj, sygvd)
+JCM_SOLVER_API(double, D, double, cuDoubleComplex, CUDA_R_64F, orgqr, ormqr, syevj, sygvd)
+JCM_SOLVER_API(cuComplex, C, float, cuComplex, CUDA_C_32F, ungqr, unmqr, heevj, hegvd)
+JCM_SOLVER_API(cuDoubleComplex, Z, double, cuDoubleComplex, CUDA_C_64F, ungqr, unmqr, heevj,
+               hegvd)
 #undef JCM_SOLVER_API
 #undef JCM_WITH_BUFFER_SIZE
 

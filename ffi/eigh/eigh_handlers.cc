@@ -1,8 +1,8 @@
 // The symmetric/Hermitian eigendecomposition as traits for run_looped: divide and conquer
 // (Xsyevd per item, XsyevBatched for the batched strategy) or Jacobi (syevj per item, this
 // project's Jacobi kernel for the batched strategy, n <= limits::kSyevjKernelMaxN,
-// eigh_kernels.cu); and the generalized problem with B positive definite (Xsygvd per item,
-// XsygvStridedBatched for the batched strategy).
+// eigh_kernels.cu); and the generalized problem with B positive definite (?sygvd / ?hegvd per
+// item, XsygvStridedBatched for the batched strategy where the cuSOLVER built against has it).
 
 #include "core/handler_util.h"
 #include "eigh/eigh_kernels.h"
@@ -137,7 +137,8 @@ struct syevd_traits {
 template <typename T>
 struct sygvd_traits {
   static constexpr const char* kName = "sygvd";
-  static constexpr bool kInputsOnHostSync = true;  // a 64-bit API routine (driver.h)
+  // The eigensolvers block the host in cuSOLVER anyway; treated as the 64-bit API's (driver.h).
+  static constexpr bool kInputsOnHostSync = true;
   static constexpr cusolverEigMode_t kJobz = CUSOLVER_EIG_MODE_VECTOR;
   InPlace<T> io;  // the triangle `uplo` of A in, the eigenvectors out
   T* b;           // the triangle `uplo` of B in (the handler's copy), its Cholesky factor out
@@ -150,34 +151,30 @@ struct sygvd_traits {
     return shape_key<T>({n, static_cast<int64_t>(itype), uplo});
   }
 
+  // Per item the typed ?sygvd / ?hegvd: the 64-bit API's Xsygvd came with the same cuSOLVER
+  // release as XsygvStridedBatched, after 12.0, and one per-item path serves every release.
   ffi::ErrorOr<Workspace> query_workspace(const LaneContext& ctx) const {
-    return batched_sizes(ctx, 0);
+    const int ni = static_cast<int>(n);
+    auto query = [&](int* lwork) {
+      return solver_api<T>::sygvd_buffer_size(ctx.solver, itype, kJobz, uplo, ni, io.data, ni, b,
+                                              ni, w, lwork);
+    };
+    return lwork_workspace<T>(std::string(solver_api<T>::kSygvd) + "_bufferSize", query);
   }
 
   ffi::Error run_item(const LaneContext& ctx, int64_t i, const Workspace& ws, void* work) const {
-    JCM_CUSOLVER("cusolverDnXsygvd",
-                 cusolverDnXsygvd(ctx.solver, ctx.params, itype, kJobz, uplo, n,
-                                  cuda_data_type<T>(), io.data + i * n * n, n,
-                                  cuda_data_type<T>(), b + i * n * n, n,
-                                  cuda_data_type<real_t<T>>(), w + i * n, cuda_data_type<T>(),
-                                  work, ws.device_bytes, ctx.lane->host_workspace(ws.host_bytes),
-                                  ws.host_bytes, io.info + i));
+    const int ni = static_cast<int>(n);
+    JCM_CUSOLVER(routine_name<T>("cusolverDn", solver_api<T>::kSygvd),
+                 solver_api<T>::sygvd(ctx.solver, itype, kJobz, uplo, ni, io.data + i * n * n,
+                                      ni, b + i * n * n, ni, w + i * n, static_cast<T*>(work),
+                                      lwork_of<T>(ws), io.info + i));
     return ffi::Error::Success();
   }
 
-  // Device and host bytes: one matrix (count 0, Xsygvd) or one strided-batched call over
-  // `count` matrices; both APIs want a query.
+#if JCM_HAS_SYGV_BATCHED
+  // One strided-batched call over `count` matrices; device and host bytes.
   ffi::ErrorOr<Workspace> batched_sizes(const LaneContext& ctx, int64_t count) const {
     Workspace ws;
-    if (count == 0) {
-      JCM_CUSOLVER("cusolverDnXsygvd_bufferSize",
-                   cusolverDnXsygvd_bufferSize(ctx.solver, ctx.params, itype, kJobz, uplo, n,
-                                               cuda_data_type<T>(), io.data, n,
-                                               cuda_data_type<T>(), b, n,
-                                               cuda_data_type<real_t<T>>(), w, cuda_data_type<T>(),
-                                               &ws.device_bytes, &ws.host_bytes));
-      return ws;
-    }
     JCM_CUSOLVER("cusolverDnXsygvStridedBatched_bufferSize",
                  cusolverDnXsygvStridedBatched_bufferSize(
                      ctx.solver, ctx.params, itype, kJobz, uplo, n, cuda_data_type<T>(), io.data,
@@ -202,6 +199,16 @@ struct sygvd_traits {
                      ws.host_bytes, io.info + begin));
     return ffi::Error::Success();
   }
+#else
+  // Not reached: the limits give sygvd no batched strategy here (limits.h), which the
+  // handler's call_config refuses before any run.
+  ffi::ErrorOr<size_t> batched_workspace(const LaneContext&, int64_t) const {
+    return invalid_argument("sygvd: this cuSOLVER has no XsygvStridedBatched");
+  }
+  ffi::Error run_batched(const LaneContext&, int64_t, int64_t, void*) const {
+    return invalid_argument("sygvd: this cuSOLVER has no XsygvStridedBatched");
+  }
+#endif
 };
 
 }  // namespace
