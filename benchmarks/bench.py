@@ -941,6 +941,18 @@ def _estimated_too_slow(op: Op, dtype: str, batch: int, n: int, args, seed: int,
             f"(> {ESTIMATE_SKIP_FACTOR:g} x {limit_s:g} s)")
 
 
+def built_with(jcm, routine: str | None, strategy: str) -> bool:
+    """Whether this build of the extension has `strategy` for `routine` at all (limits.h: e.g.
+    XsygvStridedBatched only where the cuSOLVER built against has it); True where unknown."""
+    if routine is None or strategy == "auto" or not hasattr(jcm, "strategy"):
+        return True
+    try:
+        known = jcm.strategy.limits().get(routine)
+    except RuntimeError:  # no extension: every strategy runs JAX's implementation
+        return True
+    return known is None or strategy in known["strategies"]
+
+
 def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
              rows: int | None = None, nrhs: int | None = None) -> dict:
     """One cell: batch matrices n x n, or rows x n with `rows`, and right-hand sides of `nrhs`
@@ -1014,6 +1026,8 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
             # "batched:8" = the batched strategy with the batch split over 8 lanes.
             strategy, _, lanes = spec.partition(":")
             name = f"jcm:{spec}"
+            if spec != ENABLED and not built_with(jcm, op.routine, strategy):
+                continue  # this build has no such path for the op (sygvd's batched one)
             try:
                 if spec == ENABLED:
                     fn = compile_enabled(op.reference, inputs)

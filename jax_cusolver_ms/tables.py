@@ -14,7 +14,8 @@ extrapolated, with one exception that follows from how JAX runs the call: beyond
 measured batch, where JAX's lowering runs the call's batch as it runs a measured one
 (_jax_lowering.py), the times there bound those at the call. Where it makes one library call
 per matrix its time grows in proportion to the batch and no candidate's grows faster; where it
-makes one batched call its time does not shrink with the batch, and a candidate's grows at most
+makes one batched call its time does not shrink with the batch (and grows at least at the pace
+it grew between the two largest measured batches, PACE_MIN), and a candidate's grows at most
 by the number of measured batches the call holds. A win by those bounds stands (rule CARRIED).
 Where the points around a call straddle JAX's switch from a batched call to a far slower loop
 (svd between n = 32 and 64), a candidate must beat JAX only at the points where JAX loops as at
@@ -244,12 +245,55 @@ def _carried_batch(routine: str, dtype: str, points, coords: Mapping, allowed):
         if not all(XLA in p.times_ms for p, _ in around):
             return None
         if loops:
-            return around, smaller, batch / smaller, batch / smaller
+            return around, smaller, batch / smaller, batch / smaller, (
+                f"makes one {routine} call per matrix: the times at batch {smaller}, "
+                f"x{batch / smaller:.3g}")
         # JAX's time bounds the call's only where it is the same batched call (getrf at batch
         # 16 loops from n = 2064 up).
         if all(_jax_lowering.same_call(routine, batch, n, p.batch, p.n, itemsize)
                for p, _ in around):
-            return around, smaller, float(math.ceil(batch / smaller)), 1.0
+            ours = float(math.ceil(batch / smaller))
+            pace = _jax_pace(routine, points, coords, smaller, around, itemsize)
+            if pace is not None:
+                exponent, below = pace
+                return around, smaller, ours, (batch / smaller) ** exponent, (
+                    f"makes one batched {routine} call whose time grew as the batch^"
+                    f"{exponent:.2f} from batch {below} to {smaller}: JAX's at {smaller} "
+                    f"x{(batch / smaller) ** exponent:.3g} at that pace, the others' "
+                    f"x{ours:.3g} (an upper bound)")
+            return around, smaller, ours, 1.0, (
+                f"makes one batched {routine} call: the times at batch {smaller}, JAX's as they "
+                f"are (a lower bound), the others' x{ours:.3g} (an upper bound)")
+    return None
+
+
+# Beyond the largest measured batch, JAX's one batched call is taken to cost a fixed time plus
+# a time per matrix (t = a + c B): the slope of log t over log B then only rises with the batch,
+# so the slope measured between the two largest measured batches bounds the one beyond from
+# below, and JAX's time at the call is at least its time there x (B / b)^slope. Used where that
+# slope is at least PACE_MIN, where the call's time is mostly its work: below it (a batch
+# nowhere near filling the GPU) only the time at the largest batch bounds JAX's. H200 table:
+# potrf n 4 grew as batch^0.93 from 32768 to 10^6 matrices, getrs n 4 as ^0.77, getrf n 4 as
+# ^0.49; from 10^6 to 10^7 (the report's tiny cells) JAX's getrs grew as ^1.06.
+PACE_MIN = 0.5
+
+
+def _jax_pace(routine: str, points, coords: Mapping, smaller: int, around, itemsize: int):
+    """(exponent, batch) where JAX's time at the largest measured batch `smaller` (the points
+    `around`) grew from the next smaller measured batch at which JAX's lowering makes the same
+    batched call as the batch^exponent, exponent >= PACE_MIN (capped at 1); else None."""
+    n = coords["n"]
+    for below in sorted({p.batch for p in points if p.batch < smaller}, reverse=True):
+        lower, _ = bracket(points, dict(coords, batch=below))
+        if lower is None:
+            continue
+        if not all(XLA in p.times_ms and _jax_lowering.same_call(
+                routine, smaller, n, p.batch, p.n, itemsize) for p, _ in lower):
+            return None
+        growth = _log_mean([(w, p.time(XLA)) for p, w in around]) / _log_mean(
+            [(w, p.time(XLA)) for p, w in lower])
+        exponent = math.log(max(growth, 1e-300)) / math.log(smaller / below)
+        return (min(exponent, 1.0), below) if exponent >= PACE_MIN else None
     return None
 
 
@@ -434,16 +478,8 @@ class Table:
             if found is None:
                 return Estimate(None, (), f"{why}: nothing measured on that side of the call",
                                 OUTSIDE)
-            around, smaller, scale, xla_scale = found
-            if scale == xla_scale:
-                carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering "
-                           f"makes one {routine} call per matrix: the times at batch {smaller}, "
-                           f"x{scale:.3g}; ")
-            else:
-                carried = (f"batch {coords['batch']} beyond the measured, where JAX's lowering "
-                           f"makes one batched {routine} call: the times at batch {smaller}, "
-                           f"JAX's as they are (a lower bound), the others' x{scale:.3g} (an "
-                           f"upper bound); ")
+            around, smaller, scale, xla_scale, how = found
+            carried = f"batch {coords['batch']} beyond the measured, where JAX's lowering {how}; "
         names = [c for c in sorted({c for p, _ in around for c in p.times_ms}) if allowed(c)]
         times, at = {}, {}
         for c in names:

@@ -139,11 +139,18 @@ def test_a_batch_is_carried_from_the_largest_one_that_brackets_the_call():
     assert est.rule == tables.CARRIED and "the times at batch 256, x7.81" in est.basis
 
 
+def unsaturated(points, below=64):
+    """The points with JAX's time below batch `below` that of batch `below` (same n): JAX's
+    batched call did not grow with the batch up to there (a GPU not yet full)."""
+    at = {n: t["xla"] for b, n, t in points if b == below}
+    return [(b, n, dict(t, xla=at[n]) if b < below else t) for b, n, t in points]
+
+
 def test_a_win_carries_by_bounds_where_jax_runs_one_batched_call():
     # getrf at n 1024 from batch 64 up is JAX's getrfBatched (1024 // 64 <= 128): its time at
     # batch 64 bounds its time at 65 from below, a candidate's at 64 doubled bounds its own from
-    # above (two calls of 64 hold 65).
-    table = make_table(crossing_grid())
+    # above (two calls of 64 hold 65). JAX's time did not grow from batch 16 to 64 here.
+    table = make_table(unsaturated(crossing_grid()))
     est = table.estimate("getrf", "float32", 65, 1024)
     assert est.best == "looped:8" and est.rule == tables.CARRIED
     assert "makes one batched getrf call: the times at batch 64" in est.basis
@@ -156,6 +163,27 @@ def test_a_win_carries_by_bounds_where_jax_runs_one_batched_call():
     # looped:8 beats JAX by 19.2x at n 1024: carried to 10 times the batch, not to 25 times.
     assert table.estimate("getrf", "float32", 640, 1024).best == "looped:8"
     assert table.estimate("getrf", "float32", 64 * 25, 1024).best == "xla"
+
+
+@pytest.mark.parametrize("exponent,carried", [(1.0, True), (0.8, True), (0.4, False)])
+def test_a_win_carries_at_the_pace_jax_grew_where_its_batched_call_grows(exponent, carried):
+    # The tiny grid: at 10^4 and 10^5 matrices JAX's one batched call grows as batch^exponent;
+    # the kernel is 4x faster at 10^5. Growing (exponent >= PACE_MIN), JAX's time at 10^7 is
+    # bounded from below by its pace (x100^exponent), the kernel's from above by 100 calls of
+    # 10^5: the kernel stays where it still wins by those bounds (x100^0.8 = 40 > 100 / 4).
+    # Growing slower, only JAX's time at 10^5 bounds it: JAX's lowering.
+    xla = {10**4: 1.0, 10**5: 10.0 ** exponent}
+    table = make_table([(b, 4, {"batched:1": xla[b] / 4, "xla": xla[b]}) for b in xla])
+    est = table.estimate("getrf", "float32", 10**7, 4)
+    assert est.rule == (tables.CARRIED if carried else tables.DISAGREED), est.basis
+    assert est.best == ("batched:1" if carried else "xla")
+    times = dict(est.times_ms)
+    assert times["batched:1"] == pytest.approx(100 * xla[10**5] / 4)
+    if carried:
+        assert times["xla"] == pytest.approx(xla[10**5] * 100 ** min(exponent, 1.0))
+        assert f"grew as the batch^{exponent:.2f} from batch 10000 to 100000" in est.basis
+    else:
+        assert times["xla"] == pytest.approx(xla[10**5])
 
 
 def test_nothing_carries_across_a_change_of_jax_lowering():
@@ -503,7 +531,7 @@ def test_auto_never_picks_a_candidate_measured_slower_than_xla(rng):
                         around, _ = tables.bracket(points, coords)
                         scale = xla_scale = 1.0
                         if around is None:  # carried from a smaller batch, by its bounds
-                            around, _, scale, xla_scale = tables._carried_batch(
+                            around, _, scale, xla_scale, _ = tables._carried_batch(
                                 "getrf", "float32", points, coords, lambda c: True)
                         for point, _ in around:
                             assert scale * point.time(estimate.best) * (1 + tables.MARGIN) < \

@@ -870,3 +870,14 @@ def test_lstsq_auto_x_times_the_solution_alone_and_checks_it():
     a, b = bench.OPS["lstsq_auto_x"].build(jax.random.key(0), 2, 8, "float32", rows=16)[0]
     (x,) = bench.OPS["lstsq_auto_x"].our_fn("auto", None)(a, b)
     assert a.shape == (2, 16, 8) and x.shape == (2, 8, 1)
+
+
+def test_a_strategy_this_build_lacks_is_not_timed():
+    import types
+    bench = importlib.import_module("benchmarks.bench")
+    limits = {"sygvd": {"strategies": ("looped", "sequential")}}
+    fake = types.SimpleNamespace(strategy=types.SimpleNamespace(limits=lambda: limits))
+    assert not bench.built_with(fake, "sygvd", "batched")
+    assert bench.built_with(fake, "sygvd", "looped")
+    assert bench.built_with(fake, "sygvd", "auto") and bench.built_with(fake, None, "batched")
+    assert bench.built_with(fake, "getrf", "batched")  # a routine the limits do not list
