@@ -756,6 +756,18 @@ def _torch_estimate_ms(seen: dict, key: tuple, batch: int) -> float | None:
     return seen[key][b] * batch / b
 
 
+def remember_torch(seen: dict, cells) -> None:
+    """Adds PyTorch's times of earlier cells (a resumed report's) to `seen`, as run_cell adds
+    its own: a run of a larger batch alone (--batches 10000000) then scales from them and skips
+    a call past the limit (PyTorch's qr of 10^7 4 x 4 matrices, a loop: minutes)."""
+    for cell in cells:
+        result = cell.get("impls", {}).get("torch", {})
+        ms = result.get("median_ms", result.get("over_limit_ms"))
+        if ms:
+            key = (cell["op"], cell["dtype"], cell["n"], cell.get("m"), cell.get("nrhs"))
+            seen.setdefault(key, {}).setdefault(cell["batch"], ms)
+
+
 def program_signature(fn, *inputs) -> str:
     """The optimized program XLA compiles fn to, without what names or locates it (instruction
     and computation names, metadata, the source tables): equal signatures mean the same kernels

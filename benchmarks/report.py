@@ -138,6 +138,8 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
         index_, count = shard
         grid = grid[index_::count]
     earlier = {(c["op"], c["dtype"], c["batch"], c["n"]): c for c in done}
+    if getattr(bench_args, "torch_seen", None) is not None:
+        bench.remember_torch(bench_args.torch_seen, done)
     # Earlier cells of other ops / dtypes / sizes ride along untouched, after this run's grid:
     # one file holds the whole report while runs of parts of it go on (float64 after float32).
     in_grid = set(grid)

@@ -881,3 +881,15 @@ def test_a_strategy_this_build_lacks_is_not_timed():
     assert bench.built_with(fake, "sygvd", "looped")
     assert bench.built_with(fake, "sygvd", "auto") and bench.built_with(fake, None, "batched")
     assert bench.built_with(fake, "getrf", "batched")  # a routine the limits do not list
+
+
+def test_pytorch_past_the_limit_is_estimated_from_a_resumed_report():
+    bench = importlib.import_module("benchmarks.bench")
+    seen = {}
+    earlier = [{"op": "qr", "dtype": "float32", "batch": 1000, "n": 4,
+                "impls": {"torch": {"median_ms": 30.0}}},
+               {"op": "qr", "dtype": "float32", "batch": 100, "n": 4, "impls": {"jax": {}}}]
+    bench.remember_torch(seen, earlier)
+    assert seen == {("qr", "float32", 4, None, None): {1000: 30.0}}
+    # 10^7 matrices: 10^4 times the 30 ms of 1000, far past a 20 s limit.
+    assert bench._torch_estimate_ms(seen, ("qr", "float32", 4, None, None), 10**7) == 3e5
