@@ -136,10 +136,10 @@ def lowered_untyped(rule):
     abstract mesh where an Explicit mesh typed the call. The outer equation keeps its typed
     results (their sharding constraints: the batch sharded); inside, the implementation is
     lowered as under an Auto mesh, Shardy carrying the batch sharding through the FFI calls'
-    rules. Typed inside, JAX's own rules can reject what they build themselves (jax 0.10's
-    cholesky lowering puts a replicated mask next to the sharded batch: jnp.linalg.cholesky
-    itself is a ShardingTypeError there), and arrays made inside (an iota for a permutation)
-    get the mesh's replicated type, whose constraint gathers the batch."""
+    rules. Typed inside, JAX's own functions can reject what they build themselves (jax 0.10's
+    lax.linalg.cholesky masks its result with a replicated triangle next to the sharded batch:
+    jnp.linalg.cholesky itself is a ShardingTypeError there), and arrays made inside (an iota
+    for a permutation) get the mesh's replicated type, whose constraint gathers the batch."""
     def plain(aval):
         return ShapedArray(aval.shape, aval.dtype, aval.weak_type) if _typed_by_explicit_mesh(
             aval) else aval

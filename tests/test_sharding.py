@@ -247,8 +247,8 @@ def test_inside_shard_map_each_device_calls_on_its_shard(rng, claim_extension, n
 def test_a_mesh_of_either_axis_type_keeps_the_batch_sharded(rng, name, axis_type):
     # jax.make_mesh's axes are Explicit by default (sharding in types: every primitive's
     # abstract value carries the sharding), Auto the older way; the mesh set as a user of
-    # jax.make_mesh sets it. Under an Explicit one JAX's own cholesky fails here (jax 0.10:
-    # its lowering puts a replicated mask next to the sharded batch); ours lowers untyped.
+    # jax.make_mesh sets it. Under an Explicit one JAX's own cholesky fails here (jax 0.10: it
+    # masks its result with a replicated triangle); ours, lowering it untyped, runs.
     if len(jax.devices("cpu")) < 4 or jax.default_backend() != "cpu":
         pytest.skip("needs four CPU devices as the default backend")
     kind = getattr(jax.sharding.AxisType, axis_type)
@@ -337,3 +337,22 @@ def test_under_an_explicit_mesh_a_sharded_matrix_dim_is_an_error_naming_the_op(r
             return
         with pytest.raises(Exception, match=r"jcm_getrf: operand 0 .* sharded on its matrix"):
             jax.jit(jcm.lu_factor).trace(a)
+
+
+@pytest.mark.parametrize("name", ["solve", "lu_factor", "eigh", "svd", "eig",
+                                  "solve_triangular"])
+def test_under_an_explicit_mesh_enable_lowers_jax_code_to_ours(rng, claim_extension,
+                                                               switched_off, name):
+    # Unchanged JAX code (JAX's own cholesky, qr and inv fail under an Explicit mesh before
+    # any lowering, jax 0.10): typed batch sharded as JAX types it, lowered to this package's
+    # calls, no type error inside them.
+    from test_dropin import PROGRAMS, operands
+    fn, kind, target = PROGRAMS[name]
+    mesh = explicit_mesh()
+    structs = typed_structs(operands(rng, kind, np.float32, batch=(8,), n=12), mesh)
+    jcm.enable()
+    with jax.sharding.set_mesh(mesh), jcm.config(strategy="looped", lanes=2):
+        traced = jax.jit(fn).trace(*structs)
+        text = traced.lower(lowering_platforms=("cuda",)).as_text()
+    assert_batch_typed_sharded(traced, 8, name)
+    assert re.search(rf"custom_call @{target}\b", text), name
