@@ -204,11 +204,12 @@ def batch_spec(name: str, avals, batch_rank: int, *, matrix_dims_unsharded: bool
     return tuple(spec)
 
 
-def result_aval(avals, shape, dtype, batch_spec_: tuple):
-    """A result's abstract value: the batch dims sharded as `batch_spec_`, the rest replicated,
-    on the operands' mesh (the first operand's, which also gives shard_map's varying axes)."""
+def result_aval(avals, shape, dtype, batch_dims: tuple):
+    """A result's abstract value: its leading dims sharded as `batch_dims` (batch_spec's), the
+    rest replicated, on the operands' mesh (the first operand's, which also gives shard_map's
+    varying axes)."""
     shape = tuple(shape)
-    spec = batch_spec_[:len(shape)] + (None,) * (len(shape) - len(batch_spec_))
+    spec = batch_dims[:len(shape)] + (None,) * (len(shape) - len(batch_dims))
     return _compat.aval_with_spec(avals[0] if avals else None, shape, np.dtype(dtype), spec)
 
 
