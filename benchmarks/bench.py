@@ -90,6 +90,7 @@ except Exception:  # noqa: BLE001
 
 
 STRATEGIES = ("auto",)  # the strategies timed per cell unless told otherwise
+HOST = "scipy_cpu"  # the impl name of an op's host peer (Op.host), timed on the CPU
 # "enabled": JAX's own function (the reference) compiled under jax_cusolver_ms.enable(), the
 # unchanged-code path, timed beside auto.
 ENABLED = "enabled"
@@ -395,6 +396,37 @@ def _jnp_generalized_eigh(a, b):
     return w, solve(l, y, trans="C")
 
 
+def _scipy_generalized_eigh(a, b):
+    """SciPy's eigh(a, b) per matrix on the CPU: the only batched generalized eigh a user has
+    besides the reduction by hand."""
+    import scipy.linalg
+    pairs = [scipy.linalg.eigh(x, y) for x, y in zip(a.reshape((-1,) + a.shape[-2:]),
+                                                       b.reshape((-1,) + b.shape[-2:]))]
+    n = a.shape[-1]
+    w = np.stack([p[0] for p in pairs]).reshape(a.shape[:-2] + (n,))
+    v = np.stack([p[1] for p in pairs]).reshape(a.shape)
+    return w, v
+
+
+def measure_host(fn, inputs, args, limit_s: float | None = None) -> dict:
+    """Wall time of `fn` on the host (NumPy inputs): a call on the first matrix alone first,
+    scaled to the batch; past `limit_s` not made ({"over_limit_ms": the estimate}), else timed
+    min_repeats times after that probe. Returns the timing and the output."""
+    batch = int(np.prod(inputs[0].shape[:-2], dtype=np.int64))
+    first = [x.reshape((-1,) + x.shape[-2:])[:1] for x in inputs]
+    start = time.perf_counter()
+    fn(*first)
+    estimate_ms = (time.perf_counter() - start) * 1e3 * batch
+    if limit_s and estimate_ms > limit_s * 1e3:
+        return {"over_limit_ms": estimate_ms, "estimated": True}, None
+    times, out = [], None
+    for _ in range(max(1, min(getattr(args, "min_repeats", 1), 3))):
+        start = time.perf_counter()
+        out = fn(*inputs)
+        times.append((time.perf_counter() - start) * 1e3)
+    return _summary(times), out
+
+
 def _sorted_eigenvalues(a):
     return jnp.sort(jnp.linalg.eigvalsh(*_double(a)), axis=-1)
 
@@ -542,6 +574,9 @@ class Op:
     routine: str | None = None  # the name jcm.explain() knows the op's main routine by
     error_floor: dict | None = None  # per dtype, where the op's error is not ERROR_FLOOR's scale
     mixed: bool = False  # ours in mixed precision against JAX's in the dtype's own
+    # Where no GPU library has the op: what a user would call instead on the CPU, one matrix
+    # at a time on NumPy inputs (SciPy), returning what the op returns; timed on the host.
+    host: Callable[..., Any] | None = None
 
     def floor(self, dtype: str) -> float:
         """The error floor of `dtype`; a complex dtype has its real counterpart's precision."""
@@ -600,7 +635,7 @@ OPS = {
         Op("eigvalsh", jnp.linalg.eigvalsh, "linalg.eigvalsh", _symmetric, _eigvalsh_error,
            routine="eigh"),
         Op("generalized_eigh", _jnp_generalized_eigh, None, _definite_pair,
-           _generalized_eigh_error, routine="sygvd"),
+           _generalized_eigh_error, routine="sygvd", host=_scipy_generalized_eigh),
         Op("eig", jnp.linalg.eig, "linalg.eig", _general, _eig_error, routine="geev"),
         Op("eigvals", jnp.linalg.eigvals, "linalg.eigvals", _general, _eigvals_error,
            routine="geev"),
@@ -638,7 +673,8 @@ REFERENCE_IS_OTHER = {
     "ldl_factor": "JAX has no LDL^T: the JAX column is its LU of the same matrix",
     "ldl_solve": "JAX has no LDL^T: the JAX column is its LU solve of the same system",
     "generalized_eigh": "JAX has no generalized eigh: the JAX column is the reduction written "
-                        "with jnp.linalg (Cholesky, triangular solves, eigh)",
+                        "with jnp.linalg (Cholesky, triangular solves, eigh), the SciPy column "
+                        "scipy.linalg.eigh(a, b) per matrix on the host CPU",
 }
 
 
@@ -1097,6 +1133,17 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
             torch_inputs = None
             torch.cuda.empty_cache()
 
+    if op.host is not None and not getattr(args, "no_host", False):
+        try:
+            host_inputs = [np.asarray(x) for x in inputs]
+            impls[HOST], out = measure_host(op.host, host_inputs, args,
+                                            getattr(args, "jax_limit_s", None))
+            if out is not None:
+                impls[HOST]["error"] = float(op.error(inputs, truth, out))
+            del out
+        except Exception as exc:  # noqa: BLE001
+            impls[HOST] = {"failed": short(exc)}
+
     cell["status"] = "ok" if all("failed" not in r for r in impls.values()) else "error"
     return cell
 
@@ -1217,6 +1264,9 @@ def parse_args(argv=None):
     p.add_argument("--cpu-smoke", action="store_true",
                    help=f"no GPU: {SMOKE_REPEATS} repeats unless --repeats says otherwise")
     p.add_argument("--no-torch", action="store_true", help="do not time PyTorch")
+    p.add_argument("--no-host", action="store_true",
+                   help="do not time an op's CPU peer (SciPy per matrix, where no GPU library "
+                        "has the op)")
     p.add_argument("--max-input-gb", type=float, default=8.0,
                    help="skip cells whose inputs exceed this (default 8)")
     p.add_argument("--seed", type=int, default=0)

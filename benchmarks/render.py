@@ -48,7 +48,8 @@ def _sig(value, digits=4):
     return value
 
 
-_IMPL_KEYS = ("median_ms", "min_ms", "error", "ok", "rounds", "same_program_as", "failed")
+_IMPL_KEYS = ("median_ms", "min_ms", "error", "ok", "rounds", "same_program_as", "failed",
+              "over_limit_ms", "estimated")
 _MATMUL_IMPL_KEYS = ("median_ms", "min_ms", "tflops", "error_vs_xla", "ok", "failed")
 
 
@@ -260,7 +261,7 @@ def cell_name(cell: dict) -> str:
 
 # The implementations timed beside ours whose failures are theirs (PyTorch's eigh of 10^6 3 x 3
 # matrices asks for 250 GB): listed apart, and no failure of the run.
-PEERS = ("torch",)
+PEERS = ("torch", bench.HOST)
 
 
 def failures(cells: list[dict], peers: bool = False) -> list[str]:
@@ -450,8 +451,10 @@ def _check(impls: dict) -> str:
 def cells_markdown(cells: list[dict], strategies) -> str:
     """The table of every square cell."""
     enabled = any(ENABLED_IMPL in c.get("impls", {}) for c in cells)
+    host = any(bench.HOST in c.get("impls", {}) for c in cells)
     head = ["op", "dtype", "BxN", "jax", "jcm auto", "vs jax"] + (
-        ["enabled vs jax"] if enabled else []) + ["auto picks", "best jcm", "torch", "check"]
+        ["enabled vs jax"] if enabled else []) + ["auto picks", "best jcm", "torch"] + (
+        ["scipy cpu"] if host else []) + ["check"]
     rows = []
     for c in cells:
         shape = f"{c['batch']}x{c['n']}"
@@ -473,7 +476,8 @@ def cells_markdown(cells: list[dict], strategies) -> str:
             chosen = str(plan["strategy"]) + (f"/{plan['lanes']}" if plan.get("lanes") else "")
         rows.append([c["op"], c["dtype"], shape, _ms(jax_r, True), _ms(auto, True), ratio]
                     + ([_x(enabled_speedup(c))] if enabled else [])
-                    + [chosen, best, _ms(impls.get("torch"), True), _check(impls)])
+                    + [chosen, best, _ms(impls.get("torch"), True)]
+                    + ([_ms(impls.get(bench.HOST), True)] if host else []) + [_check(impls)])
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     floors = ", ".join(f"{d} {v:g}" for d, v in bench.ERROR_FLOOR.items())

@@ -893,3 +893,22 @@ def test_pytorch_past_the_limit_is_estimated_from_a_resumed_report():
     assert seen == {("qr", "float32", 4, None, None): {1000: 30.0}}
     # 10^7 matrices: 10^4 times the 30 ms of 1000, far past a 20 s limit.
     assert bench._torch_estimate_ms(seen, ("qr", "float32", 4, None, None), 10**7) == 3e5
+
+
+def test_an_op_no_gpu_library_has_is_timed_against_scipy_on_the_cpu():
+    # generalized eigh: SciPy's eigh(a, b) per matrix beside JAX's reduction by hand, its
+    # answer held to the same error measure; past the limit it is estimated, not made.
+    bench = importlib.import_module("benchmarks.bench")
+    render = importlib.import_module("benchmarks.render")
+    args = bench.parse_args(["--cpu-smoke", "--no-torch"])
+    cell = bench.run_cell(bench.OPS["generalized_eigh"], "float64", 3, 8, args, None, seed=0)
+    host = cell["impls"][bench.HOST]
+    assert host["median_ms"] > 0 and host["error"] < 1e-10
+    assert "| scipy cpu |" in render.cells_markdown([render.compact_cell(cell)], ["auto"])
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--jax-limit-s", "1e-9"])
+    host, out = bench.measure_host(bench.OPS["generalized_eigh"].host,
+                                   [np.eye(4)[None].repeat(5, 0)] * 2, args, 1e-9)
+    assert out is None and host["estimated"] and host["over_limit_ms"] > 0
+    args = bench.parse_args(["--cpu-smoke", "--no-torch", "--no-host"])
+    cell = bench.run_cell(bench.OPS["generalized_eigh"], "float64", 3, 8, args, None, seed=0)
+    assert bench.HOST not in cell["impls"]
