@@ -122,9 +122,11 @@ def aval_with_spec(like, shape, dtype, spec):
 
 
 def _explicit_mesh(mesh) -> bool:
-    types = [str(t) for t in getattr(mesh, "axis_types", None) or ()]
-    return any(t.endswith("Explicit") for t in types) and not any(
-        t.endswith("Manual") for t in types)
+    """Whether `mesh` types arrays by their sharding: an Explicit axis, and none Manual (inside
+    shard_map the types are left as they are)."""
+    types = tuple(getattr(mesh, "axis_types", None) or ())
+    axis = jax.sharding.AxisType
+    return axis.Explicit in types and axis.Manual not in types
 
 
 def _typed_by_explicit_mesh(aval) -> bool:
