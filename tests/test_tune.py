@@ -849,9 +849,14 @@ def test_tune_on_cpu_writes_merges_and_is_read_back(tmp_path):
     assert doc["gpu"] == device and doc["key"] == tables.current_key(device)
     points = doc["entries"]["getrf"]["float32"]
     assert {(p["batch"], p["n"]) for p in points} == {(1, 8), (2, 8)}
-    by_batch = {p["batch"]: set(p["times_ms"]) for p in points}
+    times = {p["batch"]: p["times_ms"] for p in points}
+    by_batch = {batch: set(t) for batch, t in times.items()}
     assert by_batch[1] == {"xla", "sequential", "batched:1"}  # n = 8: the one-launch kernel
-    assert by_batch[2] == {"xla", "sequential", "blocked", "looped:2", "batched:1"}
+    # Per matrix, sequential is left out at batch 2 where it lost by DOMINATED_FACTOR at 1 (on
+    # a GPU: the one-launch kernel is far faster there).
+    dominated = times[1]["sequential"] > tune_module.DOMINATED_FACTOR * min(times[1].values())
+    assert by_batch[2] == ({"xla", "blocked", "looped:2", "batched:1"} |
+                           (set() if dominated else {"sequential"}))
     second = jcm.tune(ops=["eigh"], dtypes=["float32"], sizes=[8], batches=[2], lanes=(2,),
                       repeats=1, warmup=0, path=path, progress=False, _allow_cpu=True)
     assert set(second.table.entries) == {("getrf", "float32"), ("syevj", "float32")}
