@@ -521,19 +521,35 @@ class _Run:
         return _tables.point_decision(cell.routine, point) if point is not None else None
 
     def _dominated_before(self, cell: Cell) -> None:
-        """Records in `dominated` the per-matrix candidates the table (an earlier run's points
-        too) has DOMINATED_FACTOR behind the best at a smaller batch of this cell's shape: a
-        run of large batches alone would otherwise time them once per cell (sequential qr
-        100000x4x4: 1 s a call on the H200, where the best took 0.03 ms)."""
+        """Records in `dominated` the per-matrix candidates of this cell that the table (an
+        earlier run's points too) puts DOMINATED_FACTOR behind the best, from the points of
+        smaller batches of this cell's shape. A per-matrix candidate makes one library call per
+        matrix, and its lanes contend: a lane's call costs at least what it cost where as many
+        lanes or fewer ran (sequential: one), so the time per call and lane there, times the
+        calls each lane makes here, bounds its time here from below; the best time there, times
+        the chunks of that batch this one holds, bounds the best time here from above. So no
+        lane count is timed that cannot win, measured before or not (looped:16 at 10^7 matrices
+        after looped:4 at 1024: 30 s a call on the H200, where the best takes a millisecond)."""
+        per_call, ceiling = {}, math.inf  # {(kind, lanes): ms per call and lane}
         for p in self.table.entries.get((cell.routine, cell.dtype), ()):
             if (p.n, p.aspect, p.nrhs) != (cell.n, cell.aspect, cell.nrhs) or \
                     p.batch >= cell.batch:
                 continue
-            best = min(p.times_ms.values())
+            ceiling = min(ceiling, min(p.times_ms.values()) * math.ceil(cell.batch / p.batch))
             for name, ms in p.times_ms.items():
-                if _per_matrix(name) and ms > DOMINATED_FACTOR * best:
-                    key = (cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name)
-                    self.dominated[key] = min(self.dominated.get(key, p.batch), p.batch)
+                if _per_matrix(name):
+                    kind, lanes = _tables.parse_candidate(name)
+                    key = (kind, lanes)
+                    per_call[key] = min(per_call.get(key, math.inf), ms * lanes / p.batch)
+        for name in candidates(cell, self.lanes, with_xla=False):
+            if not _per_matrix(name):
+                continue
+            kind, lanes = _tables.parse_candidate(name)
+            floor = min((ms for (k, at), ms in per_call.items()
+                         if k in (kind, "sequential") and at <= lanes), default=None)
+            if floor is not None and floor * cell.batch / lanes > DOMINATED_FACTOR * ceiling:
+                key = (cell.op, cell.dtype, cell.rows, cell.cols, cell.nrhs, name)
+                self.dominated[key] = min(self.dominated.get(key, cell.batch), cell.batch)
 
     def measure(self, cell: Cell) -> None:
         """Measures the cell unless the table holds it already (or this run did), the input

@@ -416,3 +416,27 @@ def test_a_per_matrix_candidate_far_behind_in_the_table_is_left_out(monkeypatch,
     timed.clear()
     run.measure(tune_module.Cell("lu_factor", "float32", 2, 8, 8))  # a smaller batch
     assert "sequential" in timed
+
+
+def test_a_per_matrix_candidate_is_bounded_by_its_time_per_call_at_a_smaller_batch(tmp_path):
+    # The table has looped:4 and sequential at batch 1024, 500x behind the kernel: at 10^7
+    # matrices no lane count of either can come within DOMINATED_FACTOR of the kernel's time
+    # there times the chunks, so none is timed (each would take seconds a call).
+    point = tables.Point(1024, 2, {"xla": 0.036, "batched:1": 0.024, "looped:4": 12.0,
+                                   "sequential": 29.0})
+    table = tables.Table("GPU", "test", {("getrf", "float32"): [point]})
+    run = tune_module._Run(table, tmp_path / "t.json", "GPU", {}, (1, 2, 4, 8, 16), 1, 0,
+                           False, 60.0)
+    cell = tune_module.Cell("lu_factor", "float32", 10**7, 2, 2)
+    run._dominated_before(cell)
+    per_matrix = {name for name in tune_module.candidates(cell, (1, 2, 4, 8, 16))
+                  if tune_module._per_matrix(name)}
+    assert per_matrix >= {"sequential", "looped:2", "looped:16"}
+    assert {key[-1] for key in run.dominated} == per_matrix
+    # Close behind at 1024 (looped:4 at 2x the kernel's time per matrix): lanes of 4 and more
+    # are bounded and still may win with more lanes; fewer lanes are not bounded by them.
+    near = tables.Point(1024, 2, {"xla": 0.036, "batched:1": 0.024, "looped:4": 0.048})
+    run = tune_module._Run(tables.Table("GPU", "test", {("getrf", "float32"): [near]}),
+                           tmp_path / "u.json", "GPU", {}, (1, 2, 4, 8, 16), 1, 0, False, 60.0)
+    run._dominated_before(tune_module.Cell("lu_factor", "float32", 4096, 2, 2))
+    assert run.dominated == {}
