@@ -973,6 +973,25 @@ def estimated_jax_ms(op: Op, dtype: str, batch: int, n: int, seed: int,
     return _wall_ms(lambda: compiled(*inputs)) * batch / small, small
 
 
+def estimated_torch_ms(torch, op: Op, dtype: str, batch: int, n: int, seed: int,
+                       rows: int | None = None, nrhs: int | None = None) -> float:
+    """PyTorch's time per call of a cell from one call (after a first) at 1 / ESTIMATE_FRACTION
+    of the batch, scaled by the batch: PyTorch loops per matrix where JAX and we do not (qr of
+    10^7 4 x 4 float64 matrices ran past 5 minutes on the H200), and a full first call takes
+    its whole time to learn it is too slow."""
+    small = max(1, batch // ESTIMATE_FRACTION)
+    build = functools.partial(op.build, jax.random.key(seed), small, n, dtype,
+                              **_shape_kw(rows, nrhs))
+    inputs, _ = jax.block_until_ready(jax.jit(build)())
+    fn, torch_inputs = _resolve(torch, op.torch), [_to_torch(torch, x) for x in inputs]
+    fn(*torch_inputs)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn(*torch_inputs)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3 * batch / small
+
+
 def _estimated_too_slow(op: Op, dtype: str, batch: int, n: int, args, seed: int,
                         rows: int | None, nrhs: int | None) -> str | None:
     """With args.estimate_first, why JAX's call of this cell is too slow to time, from
@@ -999,6 +1018,20 @@ def built_with(jcm, routine: str | None, strategy: str) -> bool:
     except RuntimeError:  # no extension: every strategy runs JAX's implementation
         return True
     return known is None or strategy in known["strategies"]
+
+
+def drop_unbuilt(cells) -> None:
+    """Removes from cells of an earlier run (--resume) the times or failures of strategies this
+    build does not have (built_with): an earlier build's, which this run neither measures nor
+    can compare (sygvd's batched strategy, where the cuSOLVER built against lacks it)."""
+    for cell in cells:
+        op = OPS.get(cell.get("op"))
+        impls = cell.get("impls") or {}
+        for name in [k for k in impls if k.startswith("jcm:")]:
+            strategy = name[len("jcm:"):].partition(":")[0]
+            if op is not None and name != f"jcm:{ENABLED}" and \
+                    not built_with(jcm, op.routine, strategy):
+                del impls[name]
 
 
 def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
@@ -1039,6 +1072,14 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
     floor = op.floor(dtype)
     timed = {}  # impl name -> its function, for the extra --rounds
 
+    # What a call must read and write at the least, JAX's call failing or not: the memory-bound
+    # yardstick of tiny matrices (render.tiny_markdown).
+    try:
+        outs = jax.eval_shape(op.reference, *inputs)
+        cell["bytes"] = cell["input_bytes"] + int(
+            sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(outs)))
+    except Exception:  # noqa: BLE001  (JAX's own call then fails below, and says why)
+        pass
     # JAX's reference: its time, and its error, which sets the bar for ours.
     jax_error = math.nan
     try:
@@ -1047,10 +1088,6 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
         timed["jax"] = op.reference
         jax_error = float(op.error(inputs, truth, out))
         impls["jax"]["error"] = jax_error
-        # What a call must read and write at the least: the memory-bound yardstick of tiny
-        # matrices (render.tiny_markdown).
-        cell["bytes"] = cell["input_bytes"] + int(
-            sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(out)))
         del out
     except TooSlow as slow:
         # The grid's rule: a cell where JAX takes over the limit per call is skipped and said.
@@ -1118,6 +1155,10 @@ def run_cell(op: Op, dtype: str, batch: int, n: int, args, torch, seed: int,
         shape_key = (op.name, dtype, n, rows, nrhs)
         estimate = _torch_estimate_ms(seen, shape_key, batch) if seen is not None else None
         try:
+            if limit_s and estimate is None and batch >= ESTIMATE_MIN_BATCH:
+                # Nothing smaller timed (a run of 10^7 matrices alone): a probe, as for JAX.
+                probed = estimated_torch_ms(torch, op, dtype, batch, n, seed, rows, nrhs)
+                estimate = probed if probed > ESTIMATE_SKIP_FACTOR * limit_s * 1e3 else None
             if limit_s and estimate and estimate > limit_s * 1e3:
                 impls["torch"] = {"over_limit_ms": estimate, "estimated": True}
             else:

@@ -659,9 +659,10 @@ def tiny_markdown(cells: list[dict], gpu: str) -> str:
     """Square cells of n <= TINY_MAX_N: per op, dtype and n the time of each batch for JAX,
     PyTorch and `auto`, and at the largest batch the bytes a call must move (its inputs and
     outputs) over `auto`'s time, against the GPU's peak bandwidth. "" without such cells."""
-    # (A cell whose PyTorch call failed, e.g. out of memory at 10^6 matrices, still counts.)
+    # A cell whose PyTorch or JAX call failed still counts (PyTorch's eigh out of memory at
+    # 10^6 matrices, JAX's syevjBatched refusing 10^7): where ours ran, the failure is the news.
     tiny = [c for c in cells if c["n"] <= TINY_MAX_N and _median(c, "jcm:auto")
-            and _median(c, "jax")]
+            and (_median(c, "jax") or "failed" in c["impls"].get("jax", {}))]
     if not tiny:
         return ""
     peak = peak_bandwidth(gpu)
@@ -682,7 +683,9 @@ def tiny_markdown(cells: list[dict], gpu: str) -> str:
             c = by_batch.get(b)
             row.append("-" if c is None else " / ".join(
                 _ms(c["impls"].get(k)) for k in ("jax", "torch", "jcm:auto")))
-        largest = by_batch[max(by_batch)]
+        # The largest batch that knows its bytes (an earlier run's cell where JAX failed has
+        # none).
+        largest = max(group, key=lambda c: (bool(c.get("bytes")), c["batch"]))
         ours = _median(largest, "jcm:auto")
         if ours and largest.get("bytes"):
             rate = largest["bytes"] / (ours * 1e-3)

@@ -769,6 +769,8 @@ def main(argv=None) -> int:
             earlier = {}
         else:
             print(f"# resuming {resume_path}", flush=True)
+            for part, key in (("square", "cells"), ("random", "shapes"), ("oblong", "cells")):
+                bench.drop_unbuilt((earlier.get(part) or {}).get(key) or ())
 
     args.started = time.perf_counter()
     doc = {"format": render.FORMAT, "gpu": env["gpu"], "grid": args.grid}

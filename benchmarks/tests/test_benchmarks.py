@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -883,6 +884,23 @@ def test_a_strategy_this_build_lacks_is_not_timed():
     assert bench.built_with(fake, "getrf", "batched")  # a routine the limits do not list
 
 
+def test_a_resumed_report_drops_the_strategies_this_build_lacks(monkeypatch):
+    # An earlier build's times (or refusals) of a strategy this build has not: neither measured
+    # again nor kept beside this run's.
+    import types
+    bench = importlib.import_module("benchmarks.bench")
+    limits = {"sygvd": {"strategies": ("looped", "sequential")}}
+    monkeypatch.setattr(bench, "jcm", types.SimpleNamespace(
+        strategy=types.SimpleNamespace(limits=lambda: limits)))
+    impls = {"jax": {"median_ms": 1.0}, "jcm:auto": {"median_ms": 1.0},
+             "jcm:looped:8": {"median_ms": 2.0}, "jcm:batched": {"failed": "ValueError"},
+             f"jcm:{bench.ENABLED}": {"median_ms": 1.0}}
+    cells = [{"op": "generalized_eigh", "impls": dict(impls)}, {"op": "qr", "impls": dict(impls)}]
+    bench.drop_unbuilt(cells)
+    assert set(cells[0]["impls"]) == set(impls) - {"jcm:batched"}
+    assert cells[1]["impls"] == impls  # geqrf's strategies are not in these limits: all kept
+
+
 def test_pytorch_past_the_limit_is_estimated_from_a_resumed_report():
     bench = importlib.import_module("benchmarks.bench")
     seen = {}
@@ -912,3 +930,36 @@ def test_an_op_no_gpu_library_has_is_timed_against_scipy_on_the_cpu():
     args = bench.parse_args(["--cpu-smoke", "--no-torch", "--no-host"])
     cell = bench.run_cell(bench.OPS["generalized_eigh"], "float64", 3, 8, args, None, seed=0)
     assert bench.HOST not in cell["impls"]
+
+
+def test_pytorch_is_probed_at_a_fraction_of_a_large_batch_nothing_smaller_timed():
+    # No smaller batch of the shape timed (a run of 10^7 matrices alone): one call at 1/16 of
+    # the batch, scaled, stands for PyTorch's time past the limit; the full call is not made.
+    import types
+    bench = importlib.import_module("benchmarks.bench")
+    calls = []
+
+    def qr(a):
+        calls.append(a.shape[0])
+        time.sleep(0.02)
+        return a
+
+    fake = types.SimpleNamespace(
+        linalg=types.SimpleNamespace(qr=qr),
+        from_dlpack=lambda x: types.SimpleNamespace(clone=lambda: np.asarray(x)),
+        cuda=types.SimpleNamespace(synchronize=lambda: None, empty_cache=lambda: None,
+                                   Event=lambda **kw: types.SimpleNamespace(
+                                       record=lambda: None, synchronize=lambda: None,
+                                       elapsed_time=lambda other: 20.0)))
+    args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "0.05"])
+    args.torch_seen = {}
+    cell = bench.run_cell(bench.OPS["qr"], "float32", 64, 4, args, fake, seed=0)
+    torch = cell["impls"]["torch"]
+    assert torch["estimated"] and torch["over_limit_ms"] >= 16 * 20
+    assert calls == [4, 4]  # the probe's first call and the one timed
+    # Under the limit scaled, PyTorch is timed at the full batch as before.
+    args = bench.parse_args(["--cpu-smoke", "--jax-limit-s", "100"])
+    args.torch_seen = {}
+    calls.clear()
+    cell = bench.run_cell(bench.OPS["qr"], "float32", 64, 4, args, fake, seed=0)
+    assert "median_ms" in cell["impls"]["torch"] and calls[:2] == [4, 4] and 64 in calls
