@@ -14,6 +14,8 @@
 #   TUNE="--ops qr --budget-s 400" bash benchmarks/gpu_session.sh   # build, then tune only
 #   TUNE="--ops svd --budget-s 200" bash benchmarks/gpu_session.sh oblong  # tune, then a grid
 #   TUNE="--sizes 64 --batches 1024; --sizes 512 --batches 16"  # two tunes into one table
+#                                                  # (on a host of several GPUs at once, one
+#                                                  # per GPU, then merged)
 #   JAX_SUITE=PATH/linalg_test.py bash benchmarks/gpu_session.sh  # build, then JAX's own tests
 #   SHARDED=1 bash benchmarks/gpu_session.sh       # build, then one GPU against all of them
 #                                                  # (SHARDED="--batch 64": its options)
@@ -148,6 +150,45 @@ EOF
   # (e.g. large batches at small n, small batches at large n, without the product of the two).
   rc=0
   IFS=';' read -ra tunes <<< "$TUNE"
+  gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+  if (( gpus > 1 && ${#tunes[@]} > 1 )); then
+    # Several GPUs: one chain of tunes per GPU at once, the i-th tune on GPU i mod gpus (one
+    # process per GPU: two would time each other's kernels), each GPU into its own copy of the
+    # table (logs: $OUT/tune-<gpu>.log), then the copies merged into it.
+    step "${#tunes[@]} tunes on $gpus GPUs at once: $TUNE"
+    pids=()
+    for (( g = 0; g < gpus && g < ${#tunes[@]}; g++ )); do
+      [[ -f "$out_table" ]] && cp "$out_table" "$OUT/tables/part-$g.json"
+      (
+        for (( i = g; i < ${#tunes[@]}; i += gpus )); do
+          eval "targs=(${tunes[$i]})"
+          (cd "${TMPDIR:-/tmp}" && CUDA_VISIBLE_DEVICES=$g python3 -P -m jax_cusolver_ms.tune \
+            --ship --out "$OUT/tables/part-$g.json" "${targs[@]}") || exit $?
+        done
+      ) > "$OUT/tune-$g.log" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+    cat "$OUT"/tune-*.log >> "$OUT/tune.log"
+    (cd "${TMPDIR:-/tmp}" && python3 - "$out_table" "$OUT"/tables/part-*.json) <<'EOF'
+import json, pathlib, sys
+from jax_cusolver_ms import tables
+out, parts = pathlib.Path(sys.argv[1]), [pathlib.Path(p) for p in sys.argv[2:]]
+merged = None
+for path in parts:
+    if path.exists():
+        table = tables.Table.from_json(json.loads(path.read_text()), str(path))
+        merged = table if merged is None else merged.merged(table, merged.source)
+        path.unlink()
+if merged is not None:
+    tables.write_atomic(out, merged.to_json())
+EOF
+    tunes=()
+    if [[ -f "$out_table" ]]; then
+      cp "$out_table" "$table"
+      cp "$out_table" "$installed/tables/" && echo "installed into $installed/tables/"
+    fi
+  fi
   for spec in "${tunes[@]}"; do
     step "tune --ship --out $out_table $spec (log: $OUT/tune.log)"
     eval "targs=($spec)"
