@@ -613,7 +613,8 @@ OPS = {
              routine="getrf", mixed=True) for e in MIXED_CONDITIONS),
         # The error per unit of condition (_det_error): about eps x n, so a floor of its own
         # (float32 16x512 on the CPU: JAX 3.7e-6; 1% off everywhere 5.8e-4, one sign flipped 0.03).
-        Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="getrf",
+        # routine "det", not getrf: up to n 3 auto runs the closed form, not getrf's choice.
+        Op("det", jnp.linalg.det, "linalg.det", _unit_det, _det_error, routine="det",
            error_floor={"float32": 1e-5, "float64": 1e-12}),
         Op("cholesky", jnp.linalg.cholesky, "linalg.cholesky", _spd, _cholesky_error,
            routine="potrf"),

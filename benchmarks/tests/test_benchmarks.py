@@ -963,3 +963,14 @@ def test_pytorch_is_probed_at_a_fraction_of_a_large_batch_nothing_smaller_timed(
     calls.clear()
     cell = bench.run_cell(bench.OPS["qr"], "float32", 64, 4, args, fake, seed=0)
     assert "median_ms" in cell["impls"]["torch"] and calls[:2] == [4, 4] and 64 in calls
+
+
+def test_the_plan_recorded_for_det_is_dets_own():
+    # Up to n 3 auto runs the closed form, whatever getrf's choice: the report's "auto picks"
+    # (and --resume's stale check) must say so.
+    bench = importlib.import_module("benchmarks.bench")
+    args = bench.parse_args(["--cpu-smoke"])
+    small = bench.auto_plan(bench.OPS["det"], (10000, 2, 2), "float64", args)
+    assert "closed form" in small["text"] and small["strategy"] == "xla"
+    large = bench.auto_plan(bench.OPS["det"], (16, 64, 64), "float64", args)
+    assert "closed form" not in large["text"]
