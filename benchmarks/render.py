@@ -1090,7 +1090,9 @@ _METHOD = """\
   dtype); a failed check is marked WRONG in the report and its time is not counted.
 - **Speed-up** = JAX's median / ours. JAX has no LDL^T: those cells set ours against JAX's LU
   of the same matrix (and its solve). Cells are skipped where inputs exceed 8 GB or JAX took
-  over 20 s a call at a smaller cell of the same op.
+  over 20 s a call at a smaller cell of the same op. PyTorch, which loops per matrix for some
+  ops (qr), is not timed past 20 s a call: its one call's time shows as "N s", an estimate as
+  "~N s" (from a smaller batch of the same shape, or a call on 1/16 of the batch, scaled).
 - **Matmul.** `jcm.matmul` against `jnp.matmul` (XLA's cuBLASLt call) and `torch.matmul`, 20
   calls back to back per timed region (a single call would add ~0.3 ms of dispatch), answers
   checked against XLA's.
