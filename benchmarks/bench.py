@@ -961,14 +961,21 @@ ESTIMATE_FRACTION = 16
 ESTIMATE_SKIP_FACTOR = 2.0
 
 
-def estimated_jax_ms(op: Op, dtype: str, batch: int, n: int, seed: int,
-                     rows: int | None = None, nrhs: int | None = None) -> tuple[float, int]:
-    """JAX's time per call of a cell where it loops per matrix, from one call (after a first)
-    at a fraction of the batch, scaled by the batch: (the estimate in ms, the batch probed)."""
+def _probe_inputs(op: Op, dtype: str, batch: int, n: int, seed: int, rows: int | None,
+                  nrhs: int | None) -> tuple[int, Any]:
+    """(batch // ESTIMATE_FRACTION, the cell's inputs at that batch): what a probe times."""
     small = max(1, batch // ESTIMATE_FRACTION)
     build = functools.partial(op.build, jax.random.key(seed), small, n, dtype,
                               **_shape_kw(rows, nrhs))
     inputs, _ = jax.block_until_ready(jax.jit(build)())
+    return small, inputs
+
+
+def estimated_jax_ms(op: Op, dtype: str, batch: int, n: int, seed: int,
+                     rows: int | None = None, nrhs: int | None = None) -> tuple[float, int]:
+    """JAX's time per call of a cell where it loops per matrix, from one call (after a first)
+    at a fraction of the batch, scaled by the batch: (the estimate in ms, the batch probed)."""
+    small, inputs = _probe_inputs(op, dtype, batch, n, seed, rows, nrhs)
     compiled = compile_for_timing(op.reference, *inputs)
     jax.block_until_ready(compiled(*inputs))
     return _wall_ms(lambda: compiled(*inputs)) * batch / small, small
@@ -980,10 +987,7 @@ def estimated_torch_ms(torch, op: Op, dtype: str, batch: int, n: int, seed: int,
     of the batch, scaled by the batch: PyTorch loops per matrix where JAX and we do not (qr of
     10^7 4 x 4 float64 matrices ran past 5 minutes on the H200), and a full first call takes
     its whole time to learn it is too slow."""
-    small = max(1, batch // ESTIMATE_FRACTION)
-    build = functools.partial(op.build, jax.random.key(seed), small, n, dtype,
-                              **_shape_kw(rows, nrhs))
-    inputs, _ = jax.block_until_ready(jax.jit(build)())
+    small, inputs = _probe_inputs(op, dtype, batch, n, seed, rows, nrhs)
     fn, torch_inputs = _resolve(torch, op.torch), [_to_torch(torch, x) for x in inputs]
     fn(*torch_inputs)
     torch.cuda.synchronize()
