@@ -277,7 +277,8 @@ def generalized_eigh(a, b, *, lower=True, eigvals_only=False, type=1, subset_by_
     XsygvStridedBatched (where the cuSOLVER built against has it), or the reduction to a
     standard problem (B = L L^H, C = L^-1 A L^-H or L^H A L, the eigh of C, the vectors back
     through L), its parts each by their own choice. A matrix whose B is not positive definite,
-    or that holds NaN or Inf, comes out NaN, leaving the others. Differentiable where the eigenvalues are distinct."""
+    or that holds NaN or Inf, comes out NaN, leaving the others. Differentiable where the
+    eigenvalues are distinct."""
     op = "generalized_eigh"
     if type not in GENERALIZED_TYPES:
         raise ValueError(f"{op}: type must be one of {GENERALIZED_TYPES}, got {type!r}")
