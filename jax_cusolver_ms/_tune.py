@@ -523,19 +523,24 @@ class _Run:
     def _dominated_before(self, cell: Cell) -> None:
         """Records in `dominated` the per-matrix candidates of this cell that the table (an
         earlier run's points too) puts DOMINATED_FACTOR behind the best, from the points of
-        smaller batches of this cell's shape. A per-matrix candidate makes one library call per
-        matrix, and its lanes contend: a lane's call costs at least what it cost where as many
-        lanes or fewer ran (sequential: one), so the time per call and lane there, times the
-        calls each lane makes here, bounds its time here from below; the best time there, times
-        the chunks of that batch this one holds, bounds the best time here from above. So no
-        lane count is timed that cannot win, measured before or not (looped:16 at 10^7 matrices
-        after looped:4 at 1024: 30 s a call on the H200, where the best takes a millisecond)."""
+        smaller batches of this cell's shape or its neighbours in n. A per-matrix candidate makes
+        one library call per matrix, and its lanes contend: a lane's call costs at least what it
+        cost where as many lanes or fewer ran (sequential: one), on a matrix of this order or a
+        smaller one, so the time per call and lane there, times the calls each lane makes here,
+        bounds its time here from below; the best time there on a matrix of this order or a
+        larger one, times the chunks of that batch this one holds, bounds the best time here
+        from above. So no lane count is timed that cannot win, measured before or not, nor at an
+        order the table lacks (looped:16 at 10^7 matrices after looped:4 at 1024: 30 s a call
+        on the H200, where the best takes a millisecond; n = 3 between points at 2 and 4)."""
         per_call, ceiling = {}, math.inf  # {(kind, lanes): ms per call and lane}
         for p in self.table.entries.get((cell.routine, cell.dtype), ()):
-            if (p.n, p.aspect, p.nrhs) != (cell.n, cell.aspect, cell.nrhs) or \
-                    p.batch >= cell.batch:
+            if (p.aspect, p.nrhs) != (cell.aspect, cell.nrhs) or p.batch >= cell.batch:
                 continue
-            ceiling = min(ceiling, min(p.times_ms.values()) * math.ceil(cell.batch / p.batch))
+            if p.n >= cell.n:
+                ceiling = min(ceiling,
+                              min(p.times_ms.values()) * math.ceil(cell.batch / p.batch))
+            if p.n > cell.n:
+                continue
             for name, ms in p.times_ms.items():
                 if _per_matrix(name):
                     kind, lanes = _tables.parse_candidate(name)

@@ -440,3 +440,22 @@ def test_a_per_matrix_candidate_is_bounded_by_its_time_per_call_at_a_smaller_bat
                            tmp_path / "u.json", "GPU", {}, (1, 2, 4, 8, 16), 1, 0, False, 60.0)
     run._dominated_before(tune_module.Cell("lu_factor", "float32", 4096, 2, 2))
     assert run.dominated == {}
+
+
+def test_a_per_matrix_candidate_is_bounded_from_the_neighbouring_orders(tmp_path):
+    # No point of n = 3 at all: the call per matrix costs at least what it cost at n = 2, and
+    # the best at n = 4 bounds the best at n = 3 from above, so at 10^7 matrices no per-matrix
+    # candidate is timed. Neither neighbour alone bounds anything.
+    smaller = tables.Point(1024, 2, {"xla": 0.036, "batched:1": 0.024, "looped:4": 12.0,
+                                     "sequential": 29.0})
+    larger = tables.Point(10**6, 4, {"xla": 0.19, "batched:1": 0.14})
+    cell = tune_module.Cell("lu_factor", "float32", 10**7, 3, 3)
+    per_matrix = {name for name in tune_module.candidates(cell, (1, 2, 4, 8, 16))
+                  if tune_module._per_matrix(name)}
+    for points, expected in (([smaller, larger], per_matrix), ([smaller], set()),
+                             ([larger], set())):
+        table = tables.Table("GPU", "test", {("getrf", "float32"): points})
+        run = tune_module._Run(table, tmp_path / "t.json", "GPU", {}, (1, 2, 4, 8, 16), 1, 0,
+                               False, 60.0)
+        run._dominated_before(cell)
+        assert {key[-1] for key in run.dominated} == expected
