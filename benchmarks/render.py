@@ -1145,6 +1145,11 @@ python -m benchmarks.report --grid full --budget-s 500
 python -m benchmarks.report --grid full --budget-s 500 --resume     # until it says complete
 ```
 
+`--budget-s` starts no cell after its time; a cell that runs on and on would still take the
+command's whole time with it. `--cell-limit-s S` stops the run when one cell or shape is still
+running after S seconds: the report is written with that cell skipped (and says so), the exit
+status is 75, and `--resume` goes on with the next cell.
+
 Without a GPU, `python -m benchmarks.report --render benchmarks/results/<GPU>/report.json`
 redraws a report's Markdown, figures and this page from its JSON. `python -m benchmarks.report`
 alone runs the quick grid (the smoke grid without a GPU) into a temporary folder, or into

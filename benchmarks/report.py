@@ -28,11 +28,13 @@ matrix over a large batch, learned from a smaller batch first: bench.estimated_j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 import traceback
@@ -126,6 +128,40 @@ def _too_slow_before(slow: dict, op: str, dtype: str, batch: int, n: int,
     return None
 
 
+# The exit status of a run stopped by --cell-limit-s (EX_TEMPFAIL: --resume goes on past it).
+EXIT_CELL_LIMIT = 75
+_exit = os._exit  # the timer's thread ends the process: the main thread is stuck in the call
+
+
+@contextlib.contextmanager
+def _cell_limit(args, cell: dict, checkpoint):
+    """Measures one cell (or shape) within args.cell_limit_s (none: no limit). Past it,
+    `checkpoint(skipped)` writes the report with this cell as skipped (a --resume keeps it, and
+    so goes on past it) and the process exits with EXIT_CELL_LIMIT: a call that never returns
+    in time would otherwise take the caller's whole time limit with it (a random shape's call
+    ran past 6 minutes on the H200 and its process finished nothing after it)."""
+    limit_s = getattr(args, "cell_limit_s", None)
+    if not limit_s:
+        yield
+        return
+
+    def stop():
+        note = f"still running after --cell-limit-s {limit_s:g} s: the run stopped there"
+        checkpoint(dict(cell, impls={}, status="skipped", note=note,
+                        measured_at=round(time.time(), 1)))
+        print(f"\n# {cell.get('op')} {cell.get('dtype')} {cell.get('batch')}x{cell.get('n')}: "
+              f"{note}", flush=True)
+        _exit(EXIT_CELL_LIMIT)
+
+    timer = threading.Timer(limit_s, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
     """Runs the square grid; `done`: cells of an earlier run of the same report (--resume), kept
     unless stale (_stale). `write(cells, total)` is called after every cell (a checkpoint)."""
@@ -163,6 +199,9 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                 break
             why = _too_slow_before(slow, op, dtype, batch, n, args.jax_limit_s)
             kept = earlier.get((op, dtype, batch, n))
+            # The earlier run's cells not reached yet go into every checkpoint too: a run killed
+            # mid-cell (a slow cell past the caller's timeout) must not drop them.
+            rest = [earlier[key] for key in grid[index + 1:] if key in earlier] + outside
             if kept is not None and not _stale(kept, args, bench_args):
                 cell = kept
             elif why:
@@ -170,8 +209,10 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                         "status": "skipped", "note": why}
             else:
                 try:
-                    cell = bench.run_cell(bench.OPS[op], dtype, batch, n, bench_args, torch,
-                                          seed=bench_args.seed + seed_of[op, dtype, batch, n])
+                    with _cell_limit(args, {"op": op, "dtype": dtype, "batch": batch, "n": n},
+                                     lambda stub: write(cells + [stub] + rest, total)):
+                        cell = bench.run_cell(bench.OPS[op], dtype, batch, n, bench_args, torch,
+                                              seed=bench_args.seed + seed_of[op, dtype, batch, n])
                 except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
                     cell = {"op": op, "dtype": dtype, "batch": batch, "n": n, "impls": {},
                             "status": "error", "note": "runner: " + bench.short(exc),
@@ -183,10 +224,7 @@ def run_grid(args, bench_args, torch, write, done=()) -> list[dict]:
                 slow.setdefault((op, dtype), []).append((batch, n, jax_result["probe_ms"] / 1e3))
             cell.setdefault("seconds", round(time.perf_counter() - t0, 2))
             cells.append(cell)
-            # The earlier run's cells not reached yet go into every checkpoint too: a run killed
-            # mid-cell (a slow cell past the caller's timeout) must not drop them.
-            write(cells + [earlier[key] for key in grid[index + 1:] if key in earlier] + outside,
-                  total)
+            write(cells + rest, total)
             _done(bar, f"{index + 1}/{len(grid)}", f"{op} {dtype} {batch}x{n}", cell)
         else:
             cells += outside
@@ -269,18 +307,21 @@ def _run_shapes(args, shapes: list[dict], earlier_at, stale, measure, write, des
                 if result is not None:
                     results.append(result)
                 continue
+            rest = [e for i in range(index + 1, len(shapes)) if (e := earlier_at(i))] + \
+                list(outside)
             if result is None or stale(result):
+                given = {k: v for k, v in shape.items() if v is not None}
                 try:
-                    result = measure(index, shape)
+                    with _cell_limit(args, given, lambda stub: write(results + [stub] + rest)):
+                        result = measure(index, shape)
                 except Exception as exc:  # noqa: BLE001  (a bug of the runner: record, go on)
-                    result = {**{k: v for k, v in shape.items() if v is not None}, "impls": {},
-                              "status": "error", "note": "runner: " + bench.short(exc),
+                    result = {**given, "impls": {}, "status": "error",
+                              "note": "runner: " + bench.short(exc),
                               "traceback": traceback.format_exc()}
                 result.update(measured_at=round(time.time(), 1),
                               seconds=round(time.perf_counter() - t0, 2))
             results.append(result)
-            write(results + [e for i in range(index + 1, len(shapes)) if (e := earlier_at(i))]
-                  + list(outside))
+            write(results + rest)
             _done(bar, f"{desc} {index + 1}/{len(shapes)}", label(shape), result)
         else:
             results += list(outside)
@@ -561,6 +602,10 @@ def parse_args(argv=None):
     m.add_argument("--budget-s", type=float, default=None,
                    help="start no cell after this many seconds; the report then covers the "
                         "cells done, and --resume goes on with the rest")
+    m.add_argument("--cell-limit-s", type=float, default=None, metavar="S",
+                   help="stop the run when one cell or shape is still running after S seconds, "
+                        "after writing the report with it as skipped (exit status "
+                        f"{EXIT_CELL_LIMIT}): --resume goes on with the next")
     m.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                    help="measure every N-th square cell and random shape from the K-th "
                         "(0-based) only, e.g. one process per GPU of a host, each with its own "

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -461,6 +462,39 @@ def test_report_render_merges_runs_without_measuring(tmp_path):
     paths[0].write_text(json.dumps(other))
     with pytest.raises(SystemExit, match="one GPU"):
         report.main(["--render", *map(str, paths), "--out", str(out), "--no-plots"])
+
+
+def test_report_grid_stops_at_a_cell_past_the_cell_limit_and_records_it(monkeypatch):
+    # The grid's cell still running after --cell-limit-s: the stop's checkpoint lists it as
+    # skipped between the cells done and the earlier run's cells not reached, and the process
+    # exits (here: the exit recorded, the stuck call then let go).
+    report = importlib.import_module("benchmarks.report")
+    stopped, codes = threading.Event(), []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
+        if n == 64:
+            assert stopped.wait(10), "the cell limit did not fire"
+        return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
+
+    def fake_exit(code):
+        codes.append(code)
+        stopped.set()
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_exit", fake_exit)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    earlier = [{"op": "lu_factor", "dtype": "float32", "batch": 1, "n": 128, "status": "ok",
+                "impls": {"jax": {"median_ms": 1.0}}, "mark": "kept"}]
+    args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1],
+                                 sizes=[16, 64, 128], jax_limit_s=20.0, cell_limit_s=0.2))()
+    written = []
+    report.run_grid(args, type("BenchArgs", (), dict(seed=0))(), None,
+                    lambda cells, total: written.append(list(cells)), earlier)
+    assert codes == [report.EXIT_CELL_LIMIT]
+    at_stop = written[1]  # after the first cell's checkpoint, the stop's
+    assert [(c["n"], c["status"]) for c in at_stop] == [(16, "ok"), (64, "skipped"), (128, "ok")]
+    assert "--cell-limit-s 0.2" in at_stop[1]["note"] and at_stop[2]["mark"] == "kept"
 
 
 def test_report_grid_stops_starting_cells_when_its_budget_is_spent(monkeypatch):

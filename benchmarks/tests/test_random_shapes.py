@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import jax
@@ -293,6 +294,43 @@ def test_report_random_stops_at_its_budget_and_keeps_the_earlier_shapes(monkeypa
     assert [e["index"] for e in entries] == [0, 1, 2, 4] and entries[-1]["mark"] == "kept"
     assert [e["index"] for e in written[0]] == [0, 4]  # a checkpoint keeps the unreached one
     assert [e["index"] for e in written[-1]] == [0, 1, 2, 4]
+
+
+def test_report_random_stops_at_a_shape_past_the_cell_limit_and_records_it(monkeypatch):
+    # A shape still running after --cell-limit-s: the checkpoint lists it as skipped, the
+    # earlier shapes after it kept, and the process exits (here: the exit recorded, the stuck
+    # call then let go). A --resume keeps the skipped shape and goes on past it.
+    report = importlib.import_module("benchmarks.report")
+    stopped, codes = threading.Event(), []
+
+    def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed, rows, nrhs):
+        if seed == 1:
+            assert stopped.wait(10), "the cell limit did not fire"
+        return {"op": op.name, "dtype": dtype, "batch": batch, "m": rows, "n": n, "nrhs": nrhs,
+                "status": "ok", "impls": {"jax": {"median_ms": 1.0}}}
+
+    def fake_exit(code):
+        codes.append(code)
+        stopped.set()
+
+    monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
+    monkeypatch.setattr(report, "_exit", fake_exit)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    shapes = random_shapes.draw_shapes(3, seed=2, max_n=16)
+    earlier = [dict(shapes[2], index=2, status="ok", impls={}, mark="kept")]
+    args = type("Args", (), dict(budget_s=None, cell_limit_s=0.2))()
+    written = []
+    report.run_random(args, type("B", (), dict(seed=0, lanes=None))(), shapes,
+                      written.append, earlier)
+    assert codes == [report.EXIT_CELL_LIMIT]
+    at_stop = written[1]  # after shape 0's checkpoint, the stop's
+    assert [(e["index"], e["status"]) for e in at_stop] == [(0, "ok"), (1, "skipped"), (2, "ok")]
+    assert "--cell-limit-s 0.2" in at_stop[1]["note"] and at_stop[2]["mark"] == "kept"
+    assert at_stop[1]["op"] == shapes[1]["op"] and at_stop[1]["impls"] == {}
+    stopped.clear()
+    again = report.run_random(args, type("B", (), dict(seed=0, lanes=None))(), shapes,
+                              lambda e: None, at_stop)
+    assert [e["status"] for e in again] == ["ok", "skipped", "ok"] and not stopped.is_set()
 
 
 def test_report_random_shards_measure_their_shapes_and_keep_the_others(monkeypatch):
