@@ -26,7 +26,8 @@
 #
 # Environment: OUT (default ./out), SKIP_BUILD=1 (reuse the installed build), SKIP_TESTS=1,
 # SKIP_BENCH=1, TEST_TIMEOUT (seconds, default 480), PYTEST_ARGS (more pytest arguments),
-# CMAKE_ARGS (default: this GPU's architecture only). No network is needed: the build uses what
+# CMAKE_ARGS (default: this GPU's architecture only), CUDA_VISIBLE_DEVICES (the GPUs the tunes
+# and benchmark shards spread over; default all). No network is needed: the build uses what
 # is installed (--no-build-isolation --no-deps).
 #
 # SANITIZE=1 (or a list, e.g. SANITIZE=memcheck,racecheck): instead of the tests and the
@@ -46,6 +47,14 @@ GRID="${1:-quick}"
 GRID_GIVEN=$(( $# > 0 ))
 (( $# )) && shift
 step() { printf '\n=== %s\n' "$*"; }
+# The GPUs this run may use: CUDA_VISIBLE_DEVICES where set (e.g. the tests on GPU 0 while a
+# tune runs on GPU 1, two runs of this script at once), else every GPU of the host.
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  IFS=',' read -ra gpu_ids <<< "$CUDA_VISIBLE_DEVICES"
+else
+  mapfile -t gpu_ids < <(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null)
+fi
+gpus=${#gpu_ids[@]}
 
 step "device and versions"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
@@ -150,7 +159,6 @@ EOF
   # (e.g. large batches at small n, small batches at large n, without the product of the two).
   rc=0
   IFS=';' read -ra tunes <<< "$TUNE"
-  gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
   if (( gpus > 1 && ${#tunes[@]} > 1 )); then
     # Several GPUs: one chain of tunes per GPU at once, the i-th tune on GPU i mod gpus (one
     # process per GPU: two would time each other's kernels), each GPU into its own copy of the
@@ -162,8 +170,9 @@ EOF
       (
         for (( i = g; i < ${#tunes[@]}; i += gpus )); do
           eval "targs=(${tunes[$i]})"
-          (cd "${TMPDIR:-/tmp}" && CUDA_VISIBLE_DEVICES=$g python3 -P -m jax_cusolver_ms.tune \
-            --ship --out "$OUT/tables/part-$g.json" "${targs[@]}") || exit $?
+          (cd "${TMPDIR:-/tmp}" && CUDA_VISIBLE_DEVICES=${gpu_ids[$g]} \
+            python3 -P -m jax_cusolver_ms.tune --ship --out "$OUT/tables/part-$g.json" \
+            "${targs[@]}") || exit $?
         done
       ) > "$OUT/tune-$g.log" 2>&1 &
       pids+=($!)
@@ -300,14 +309,14 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   if python3 -c "from benchmarks import bench; import sys; sys.exit(0 if bench.jcm is not None \
 and bench.jcm.gpu_available() else 'benchmarks.bench sees no GPU through jax_cusolver_ms \
 (the extension not loaded?): ' + str(getattr(bench.jcm, '__file__', bench.JCM_IMPORT_ERROR)))"; then
-    gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
     if (( gpus > 1 )); then
       # One process per GPU, each its share of the cells and shapes (--shard k/N), then one
       # report of them all (--render: the newest version of a cell wins).
       pids=()
       for (( k = 0; k < gpus; ++k )); do
-        CUDA_VISIBLE_DEVICES=$k python3 -m benchmarks.report --grid "$GRID" --shard "$k/$gpus" \
-          --out "$OUT/shard$k" --no-docs --no-plots "$@" > "$OUT/bench$k.log" 2>&1 &
+        CUDA_VISIBLE_DEVICES=${gpu_ids[$k]} python3 -m benchmarks.report --grid "$GRID" \
+          --shard "$k/$gpus" --out "$OUT/shard$k" --no-docs --no-plots "$@" \
+          > "$OUT/bench$k.log" 2>&1 &
         pids+=($!)
       done
       bench_rc=0
