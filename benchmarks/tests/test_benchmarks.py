@@ -464,12 +464,25 @@ def test_report_render_merges_runs_without_measuring(tmp_path):
         report.main(["--render", *map(str, paths), "--out", str(out), "--no-plots"])
 
 
+def _exit_recorded(monkeypatch, report):
+    """report's exit at --cell-limit-s recorded instead of taken (its codes), and an event set
+    then, which a fake cell stuck until the limit waits for; no progress bar."""
+    stopped, codes = threading.Event(), []
+
+    def fake_exit(code):
+        codes.append(code)
+        stopped.set()
+
+    monkeypatch.setattr(report, "_exit", fake_exit)
+    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
+    return stopped, codes
+
 def test_report_grid_stops_at_a_cell_past_the_cell_limit_and_records_it(monkeypatch):
     # The grid's cell still running after --cell-limit-s: the stop's checkpoint lists it as
     # skipped between the cells done and the earlier run's cells not reached, and the process
     # exits (here: the exit recorded, the stuck call then let go).
     report = importlib.import_module("benchmarks.report")
-    stopped, codes = threading.Event(), []
+    stopped, codes = _exit_recorded(monkeypatch, report)
 
     def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed):
         if n == 64:
@@ -477,13 +490,7 @@ def test_report_grid_stops_at_a_cell_past_the_cell_limit_and_records_it(monkeypa
         return {"op": op.name, "dtype": dtype, "batch": batch, "n": n, "status": "ok",
                 "impls": {"jax": {"median_ms": 1.0, "probe_ms": 1.0}}}
 
-    def fake_exit(code):
-        codes.append(code)
-        stopped.set()
-
     monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
-    monkeypatch.setattr(report, "_exit", fake_exit)
-    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
     earlier = [{"op": "lu_factor", "dtype": "float32", "batch": 1, "n": 128, "status": "ok",
                 "impls": {"jax": {"median_ms": 1.0}}, "mark": "kept"}]
     args = type("Args", (), dict(ops=["lu_factor"], dtypes=["float32"], batches=[1],

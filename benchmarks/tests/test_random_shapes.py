@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import jax
@@ -22,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import random_shapes  # noqa: E402
 # The module's own autouse fixture (pytest takes fixtures from a module's namespace): `auto`
 # reads no measured table here either.
-from test_benchmarks import _auto_reads_no_table  # noqa: E402, F401
+from test_benchmarks import _auto_reads_no_table, _exit_recorded  # noqa: E402, F401
 
 
 # --- the draw -----------------------------------------------------------------------------------
@@ -301,7 +300,7 @@ def test_report_random_stops_at_a_shape_past_the_cell_limit_and_records_it(monke
     # earlier shapes after it kept, and the process exits (here: the exit recorded, the stuck
     # call then let go). A --resume keeps the skipped shape and goes on past it.
     report = importlib.import_module("benchmarks.report")
-    stopped, codes = threading.Event(), []
+    stopped, codes = _exit_recorded(monkeypatch, report)
 
     def fake_run_cell(op, dtype, batch, n, bench_args, torch, seed, rows, nrhs):
         if seed == 1:
@@ -309,13 +308,7 @@ def test_report_random_stops_at_a_shape_past_the_cell_limit_and_records_it(monke
         return {"op": op.name, "dtype": dtype, "batch": batch, "m": rows, "n": n, "nrhs": nrhs,
                 "status": "ok", "impls": {"jax": {"median_ms": 1.0}}}
 
-    def fake_exit(code):
-        codes.append(code)
-        stopped.set()
-
     monkeypatch.setattr(report.bench, "run_cell", fake_run_cell)
-    monkeypatch.setattr(report, "_exit", fake_exit)
-    monkeypatch.setattr(report, "_progress", lambda total, desc: None)
     shapes = random_shapes.draw_shapes(3, seed=2, max_n=16)
     earlier = [dict(shapes[2], index=2, status="ok", impls={}, mark="kept")]
     args = type("Args", (), dict(budget_s=None, cell_limit_s=0.2))()
