@@ -72,10 +72,14 @@ XLA_MARGIN_TINY = 0.35
 # small-matrix kernel does, up to its n: ffi/core/limits.h small_writes_nan; syevj, gesvdj,
 # getrf). There `auto`'s "xla" runs JAX's lowering inside the guard, one more kernel (5-12 us,
 # a pass over the input) that the "xla" time (JAX's own function) leaves out: the kernel is
-# taken unless it is slower than JAX's own by more than MARGIN. H100 float32 eigh 64x32: the
-# kernel 0.128 ms, JAX 0.136, and JAX inside the guard 0.92x of JAX in the grid; H200 float64
-# getrf 10^6 x 4 x 4 (docs/benchmarks.md, tiny matrices): the kernel 0.308 ms, JAX 0.308, JAX
-# inside the guard 0.409.
+# taken unless it is slower than JAX's own plus GUARD_FLOOR_MS by more than MARGIN. H100 float32
+# eigh 64x32: the kernel 0.128 ms, JAX 0.136, and JAX inside the guard 0.92x of JAX in the grid;
+# H200 float64 getrf 10^6 x 4 x 4 (docs/benchmarks.md, tiny matrices): the kernel 0.308 ms, JAX
+# 0.308, JAX inside the guard 0.409.
+# The guard's least cost, a launch with no bytes to speak of: what it always adds to JAX's time
+# (H200 report, random shapes under JAX's lowering: det float32 8463x8x8 0.0304 ms, inside the
+# guard 0.0344; lstsq float32 19x30x6 minimum 0.126 ms, inside the guard 0.133).
+GUARD_FLOOR_MS = 0.004
 def unguarded_max_n(routine: str) -> int:
     """Up to this n the batched path of `routine` is a kernel that needs no guard (0: none)."""
     from . import _ffi
@@ -323,9 +327,10 @@ def _log_mean(weighted) -> float:
 
 def _speedup_needed(routine: str, candidate: str, n: int, xla_ms: float) -> float:
     """How many times faster than JAX's own (xla_ms) a candidate must measure at a point for
-    a win there: 1 + the margin (for an unguarded kernel, no slower than JAX's by the margin)."""
+    a win there: 1 + the margin; for an unguarded kernel, no slower by the margin than JAX's
+    own inside the guard (at least GUARD_FLOOR_MS more), which `auto` runs in its place."""
     if n <= unguarded_max_n(routine) and parse_candidate(candidate)[0] == "batched":
-        return 1 / (1 + MARGIN)
+        return xla_ms / ((xla_ms + GUARD_FLOOR_MS) * (1 + MARGIN))
     return 1 + (XLA_MARGIN_TINY if xla_ms < TINY_MS else XLA_MARGIN)
 
 
