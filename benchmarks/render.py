@@ -1120,10 +1120,11 @@ python -m benchmarks.report --show DIR/report.json            # its summary
 ```
 
 The full grid has it (300 shapes, seed 1); `--budget-s` and `--resume` work as for the grid
-(shapes already measured with the same seed are kept). Reading it: the summary line gives the
-geometric mean of the speed-up over JAX and how many shapes are below 0.95x and below 0.90x;
-then every shape below 0.95x, slowest first, with what `auto` ran; then every shape in the order
-drawn (`#` is its index in the draw).
+(shapes already measured with the same seed are kept; a `--resume` without `--random`,
+`--seed`, `--ops` or `--dtypes` goes on with the resumed report's draw). Reading it: the
+summary line gives the geometric mean of the speed-up over JAX and how many shapes are below
+0.95x and below 0.90x; then every shape below 0.95x, slowest first, with what `auto` ran; then
+every shape in the order drawn (`#` is its index in the draw).
 """
 
 

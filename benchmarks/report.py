@@ -701,6 +701,9 @@ def parse_args(argv=None):
     args.headline = known["headline"]
     args.known_matmul = known["matmul_cells"]
     args.random_args = _random_args(p, args, rnd, given)
+    # A --resume goes on with the earlier draw unless one of these says otherwise (main).
+    args.draw_given = args.random is not None or args.seed is not None or any(
+        given[k] is not None for k in ("ops", "dtypes"))
 
     # The knobs the square cells share with benchmarks.bench, validated by its parser.
     forwarded = ["--strategies", ",".join(args.strategies),
@@ -831,6 +834,15 @@ def main(argv=None) -> int:
     before_mm = (earlier.get("matmul") or {})
     before_random = (earlier.get("random") or {})
     before_oblong = (earlier.get("oblong") or {})
+    drawn = before_random.get("args") or {}
+    if args.random_args and not args.draw_given and "seed" in drawn and "count" in drawn:
+        # Resumed without --random, --seed, --ops or --dtypes: the earlier run's draw, not the
+        # grid's (which would draw other shapes and keep none of the earlier ones).
+        args.random_args = dict(args.random_args, **{
+            k: drawn[k] for k in ("count", "seed", "ops", "dtypes", "max_n", "max_batch")
+            if k in drawn})
+        print(f"# random part: {drawn['count']} shapes with seed {drawn['seed']}, as resumed",
+              flush=True)
     if earlier.get("sharded"):  # measured on a multi-GPU host by benchmarks.sharded: kept
         doc["sharded"] = earlier["sharded"]
     if before_square:

@@ -269,6 +269,12 @@ def test_report_random_alone_writes_its_part_shows_it_and_resumes(tmp_path, monk
     assert report.main([*smoke, "--random", "2", "--seed", "9", "--out", str(out), "--no-torch",
                         "--no-plots", "--resume"]) == 0
     assert seeds == [0, 1]
+    # Resumed without --random or --seed: that draw goes on (not the grid's 4 with seed 0).
+    seeds.clear()
+    assert report.main([*smoke, "--out", str(out), "--no-torch", "--no-plots", "--resume"]) == 0
+    assert seeds == []
+    args = json.loads((out / "report.json").read_text())["random"]["args"]
+    assert (args["count"], args["seed"]) == (2, 9)
 
 
 def test_report_random_stops_at_its_budget_and_keeps_the_earlier_shapes(monkeypatch):
