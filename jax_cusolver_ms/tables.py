@@ -80,6 +80,8 @@ XLA_MARGIN_TINY = 0.35
 # (H200 report, random shapes under JAX's lowering: det float32 8463x8x8 0.0304 ms, inside the
 # guard 0.0344; lstsq float32 19x30x6 minimum 0.126 ms, inside the guard 0.133).
 GUARD_FLOOR_MS = 0.004
+
+
 def unguarded_max_n(routine: str) -> int:
     """Up to this n the batched path of `routine` is a kernel that needs no guard (0: none)."""
     from . import _ffi
