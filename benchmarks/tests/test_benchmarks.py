@@ -477,6 +477,7 @@ def _exit_recorded(monkeypatch, report):
     monkeypatch.setattr(report, "_progress", lambda total, desc: None)
     return stopped, codes
 
+
 def test_report_grid_stops_at_a_cell_past_the_cell_limit_and_records_it(monkeypatch):
     # The grid's cell still running after --cell-limit-s: the stop's checkpoint lists it as
     # skipped between the cells done and the earlier run's cells not reached, and the process
